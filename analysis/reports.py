@@ -1,0 +1,187 @@
+"""Metric-human correlation reports over stored metric runs and human judgments.
+
+Protocol (Hessel et al. 2021, CLIPScore, Sec. 4 / Table 1, on Flickr8k-Expert): every human rating
+is one row, paired with its candidate caption's metric score; the statistics are Pearson,
+Spearman, Kendall tau-b and tau-c with 95% bootstrap intervals that resample images. Per-image rank
+agreement (Wang & Chan 2019, Table 2) correlates, within each image, the metric's and the humans'
+(mean rating) ordering of its candidates, averaged over images.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.statistics import STATISTICS, correlate, per_group_rank_agreement
+from crowd.models import Dataset, HumanJudgment
+from metrics import pipeline
+from metrics.models import MetricRun, MetricScore, params_key
+from metrics.scorers.registry import METRICS
+
+from .models import CorrelationReport
+
+DEFAULT_RESAMPLES = 1000
+
+
+class ReportError(ValueError):
+    """The report cannot be made (nothing computed, no judgments...)."""
+
+
+def current_run(dataset: Dataset, metric: str) -> MetricRun | None:
+    """The run of ``metric`` on ``dataset`` at the current version and parameters, if any."""
+    params = pipeline.run_params(dataset, metric)
+    return MetricRun.objects.filter(
+        dataset=dataset, metric=metric, version=METRICS[metric].version, params_key=params_key(params)
+    ).first()
+
+
+def completed_runs(dataset: Dataset, metrics=None) -> dict[str, MetricRun]:
+    """{metric: done run}. With ``metrics`` given, each must have a complete run (ReportError
+    otherwise); without, every metric that has one."""
+    keys = pipeline.validate_metrics(metrics) if metrics else list(METRICS)
+    runs = {}
+    for key in keys:
+        run = current_run(dataset, key)
+        if run is not None and run.status == MetricRun.DONE:
+            runs[key] = run
+        elif metrics:
+            state = "has not been computed" if run is None else f"is {run.status} ({run.completed}/{run.total})"
+            raise ReportError(
+                f"metric {key!r} {state} on dataset {dataset.name!r}; run: "
+                f"python manage.py compute_metrics --dataset {dataset.name} --metric {key} --wait"
+            )
+    if not runs:
+        raise ReportError(
+            f"no metric has been computed on dataset {dataset.name!r}; run: "
+            f"python manage.py compute_metrics --dataset {dataset.name} --wait"
+        )
+    return runs
+
+
+@dataclass
+class Rows:
+    """One row per human rating: its caption, image, human score and each metric's score."""
+
+    caption: np.ndarray  # (n_rows,) caption ids
+    image: np.ndarray  # (n_rows,) image ids
+    human: np.ndarray  # (n_rows,) ratings
+    metric: dict[str, np.ndarray]  # metric -> (n_rows,) scores
+
+
+def judgment_rows(dataset: Dataset, runs: dict[str, MetricRun]) -> Rows:
+    """Gather the rating rows of ``dataset`` (judged candidates only) with their metric scores."""
+    data = np.array(
+        list(
+            HumanJudgment.objects.filter(caption__image__dataset=dataset)
+            .order_by("caption_id", "rater")
+            .values_list("caption_id", "caption__image_id", "score")
+        ),
+        dtype=float,
+    ).reshape(-1, 3)
+    if len(data) == 0:
+        raise ReportError(f"dataset {dataset.name!r} has no human judgments")
+    caption = data[:, 0].astype(np.int64)
+    metric = {}
+    for key, run in runs.items():
+        values = dict(MetricScore.objects.filter(run=run).values_list("caption_id", "value"))
+        missing = [c for c in np.unique(caption) if c not in values]
+        if missing:
+            raise ReportError(f"run {run.pk} of {key!r} lacks scores for {len(missing)} judged captions")
+        metric[key] = np.array([values[c] for c in caption], dtype=float)
+    return Rows(caption, data[:, 1].astype(np.int64), data[:, 2], metric)
+
+
+def per_pair(rows: Rows, values: np.ndarray):
+    """Collapse rows to one per caption: (caption ids, image ids, metric value, mean human score)."""
+    captions, first, inverse = np.unique(rows.caption, return_index=True, return_inverse=True)
+    counts = np.bincount(inverse)
+    mean_human = np.bincount(inverse, weights=rows.human) / counts
+    return captions, rows.image[first], values[first], mean_human
+
+
+def report_key(dataset: Dataset, runs: dict[str, MetricRun], n_resamples: int, seed: int) -> str:
+    ident = {
+        "dataset": [dataset.pk, dataset.fingerprint],
+        "runs": {k: [r.pk, r.version, r.params_key, r.completed, str(r.finished_at)] for k, r in sorted(runs.items())},
+        "judgments": HumanJudgment.objects.filter(caption__image__dataset=dataset).count(),
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def correlation_report(
+    dataset_name: str, metrics=None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, use_cache: bool = True
+) -> dict:
+    """The correlation report of ``dataset_name`` as a JSON-serialisable dict.
+
+    Shape::
+
+        {"dataset": str, "criterion": str, "n_pairs": int, "n_ratings": int, "n_images": int,
+         "bootstrap": {"n_resamples": int, "confidence": 0.95, "seed": int, "unit": "image"},
+         "metrics": {key: {"name": "CIDEr-D", "run": int, "version": str,
+                           "pearson": x, "spearman": x, "kendall_tau_b": x, "kendall_tau_c": x,
+                           "ci95": {statistic: [lo, hi]},
+                           "per_image": {"spearman": x, "kendall_tau_b": x, "n_images": int,
+                                         "n_images_skipped": int}}}}
+
+    Raises PipelineError (unknown dataset or metric) or ReportError (nothing computed, no judgments).
+    """
+    dataset = pipeline.get_dataset(dataset_name)
+    runs = completed_runs(dataset, metrics)
+    key = report_key(dataset, runs, n_resamples, seed)
+    if use_cache:
+        cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
+        if cached is not None:
+            return cached.payload
+    rows = judgment_rows(dataset, runs)
+    report = {
+        "dataset": dataset.name,
+        "criterion": dataset.criterion,
+        "n_pairs": int(len(np.unique(rows.caption))),
+        "n_ratings": int(len(rows.human)),
+        "n_images": int(len(np.unique(rows.image))),
+        "bootstrap": {"n_resamples": n_resamples, "confidence": 0.95, "seed": seed, "unit": "image"},
+        "metrics": {},
+    }
+    for metric, run in runs.items():
+        result = correlate(rows.metric[metric], rows.human, rows.image, STATISTICS, n_resamples=n_resamples, seed=seed)
+        _, images, values, human = per_pair(rows, rows.metric[metric])
+        agreement = per_group_rank_agreement(values, human, images)
+        entry = {"name": METRICS[metric].name, "run": run.pk, "version": run.version}
+        entry.update({s: _num(result.values[s]) for s in STATISTICS})
+        entry["ci95"] = {s: [_num(lo), _num(hi)] for s, (lo, hi) in result.ci95.items()}
+        entry["per_image"] = {
+            "spearman": _num(agreement.spearman),
+            "kendall_tau_b": _num(agreement.kendall_tau_b),
+            "n_images": agreement.n_groups_used,
+            "n_images_skipped": agreement.n_groups_skipped,
+        }
+        report["metrics"][metric] = entry
+    CorrelationReport.objects.update_or_create(dataset=dataset, key=key, defaults={"payload": report})
+    return report
+
+
+def _num(x: float) -> float | None:
+    """JSON-safe float: NaN (undefined correlation) becomes None."""
+    x = float(x)
+    return None if np.isnan(x) else x
+
+
+CSV_COLUMNS = ["metric", "name", *STATISTICS] + [f"{s}_ci95_{b}" for s in STATISTICS for b in ("lo", "hi")] + [
+    "per_image_spearman", "per_image_kendall_tau_b", "per_image_n_images", "n_pairs", "n_ratings",
+]
+
+
+def report_csv_rows(report: dict):
+    """Rows (lists) of the CSV download, header first; same numbers as the JSON report."""
+    yield CSV_COLUMNS
+    for metric, m in report["metrics"].items():
+        yield [
+            metric, m["name"], *(m[s] for s in STATISTICS),
+            *(m["ci95"].get(s, [None, None])[i] for s in STATISTICS for i in (0, 1)),
+            m["per_image"]["spearman"], m["per_image"]["kendall_tau_b"], m["per_image"]["n_images"],
+            report["n_pairs"], report["n_ratings"],
+        ]

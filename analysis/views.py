@@ -1,0 +1,117 @@
+"""The dashboard: datasets, live metric-run progress, correlation tables, scatter plots, downloads."""
+import csv
+
+from django.core.cache import cache
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from crowd.models import Dataset, HumanJudgment
+from metrics.models import MetricRun
+from metrics.scorers.registry import METRICS, UNAVAILABLE
+
+from . import plots
+from .reports import ReportError, completed_runs, correlation_report, judgment_rows, per_pair, report_csv_rows
+
+
+def _runs(dataset):
+    return list(MetricRun.objects.filter(dataset=dataset).order_by("metric", "-created_at"))
+
+
+def _run_dict(run):
+    return {
+        "id": run.pk, "metric": run.metric, "name": METRICS[run.metric].name if run.metric in METRICS else run.metric,
+        "version": run.version, "status": run.status, "completed": run.completed, "total": run.total,
+        "percent": round(100 * run.progress, 1), "seconds": run.wall_seconds, "error": run.error,
+    }
+
+
+@require_GET
+def index(request):
+    datasets = [
+        {
+            "dataset": d,
+            "n_images": d.images.count(),
+            "n_candidates": d.candidates().count(),
+            "n_ratings": HumanJudgment.objects.filter(caption__image__dataset=d).count(),
+            "runs": _runs(d),
+        }
+        for d in Dataset.objects.all()
+    ]
+    return render(request, "analysis/index.html", {"datasets": datasets})
+
+
+def _report_or_none(dataset):
+    try:
+        return correlation_report(dataset.name), None
+    except ReportError as exc:
+        return None, str(exc)
+
+
+@require_GET
+def dataset_detail(request, name):
+    dataset = get_object_or_404(Dataset, name=name)
+    report, problem = _report_or_none(dataset)
+    return render(
+        request,
+        "analysis/dataset.html",
+        {
+            "dataset": dataset, "runs": [_run_dict(r) for r in _runs(dataset)], "report": report,
+            "problem": problem, "unavailable": UNAVAILABLE,
+            "busy": any(r.status in (MetricRun.PENDING, MetricRun.RUNNING) for r in _runs(dataset)),
+        },
+    )
+
+
+@require_GET
+def runs_json(request, name):
+    dataset = get_object_or_404(Dataset, name=name)
+    return JsonResponse({"dataset": dataset.name, "runs": [_run_dict(r) for r in _runs(dataset)]})
+
+
+def _report_or_404(name):
+    dataset = get_object_or_404(Dataset, name=name)
+    report, problem = _report_or_none(dataset)
+    if report is None:
+        raise Http404(problem)
+    return dataset, report
+
+
+@require_GET
+def report_json(request, name):
+    dataset, report = _report_or_404(name)
+    response = JsonResponse(report, json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="{dataset.name}-correlations.json"'
+    return response
+
+
+@require_GET
+def report_csv(request, name):
+    dataset, report = _report_or_404(name)
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{dataset.name}-correlations.csv"'
+    writer = csv.writer(response)
+    for row in report_csv_rows(report):
+        writer.writerow(["" if v is None else v for v in row])
+    return response
+
+
+@require_GET
+def scatter(request, name, metric):
+    dataset = get_object_or_404(Dataset, name=name)
+    if metric not in METRICS:
+        raise Http404(f"unknown metric {metric!r}")
+    try:
+        runs = completed_runs(dataset, [metric])
+    except ReportError as exc:
+        raise Http404(str(exc))
+    run = runs[metric]
+    key = f"scatter:{run.pk}:{run.completed}:{run.finished_at}"
+    png = cache.get(key)
+    if png is None:
+        rows = judgment_rows(dataset, runs)
+        _, _, values, human = per_pair(rows, rows.metric[metric])
+        label = f"mean human {dataset.criterion or 'rating'}"
+        png = plots.scatter_png(values, human, METRICS[metric].name, label, f"{METRICS[metric].name} vs humans ({len(values):,} captions)")
+        cache.set(key, png, 3600)
+    return HttpResponse(png, content_type="image/png")

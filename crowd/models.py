@@ -1,0 +1,119 @@
+"""Human-side data: what was captioned, by whom, and what people thought of it.
+
+A :class:`Dataset` holds :class:`Image` s. Every caption belongs to one image and one
+:class:`System` (a captioning model, a retrieval system, or the humans who wrote the reference
+captions); the captions of one system for one image form that system's *caption set* for the
+image. The dataset names which system provides the reference captions. :class:`HumanJudgment`
+rows are ratings of candidate captions, one row per rater and criterion.
+"""
+from django.db import models
+
+
+class Dataset(models.Model):
+    """A named collection of images, captions and human judgments (e.g. Flickr8k-Expert)."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    kind = models.CharField(max_length=50, help_text="importer that created it, e.g. flickr8k-expert")
+    description = models.TextField(blank=True)
+    citation = models.TextField(blank=True)
+    fingerprint = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 of the imported files; re-imports compare it"
+    )
+    reference_system = models.ForeignKey(
+        "System", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="the system whose captions are the references metrics compare against",
+    )
+    criterion = models.CharField(max_length=50, blank=True, help_text="what the human judgments rate")
+    scale_min = models.FloatField(null=True, blank=True)
+    scale_max = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def candidates(self):
+        """Captions that are evaluated: those of every system except the reference system."""
+        qs = Caption.objects.filter(image__dataset=self)
+        if self.reference_system_id:
+            qs = qs.exclude(system_id=self.reference_system_id)
+        return qs
+
+    def references(self):
+        """The reference captions (captions of the reference system)."""
+        return Caption.objects.filter(image__dataset=self, system_id=self.reference_system_id)
+
+
+class Image(models.Model):
+    """One image of a dataset, identified by its key in the source (e.g. the Flickr file name)."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="images")
+    key = models.CharField(max_length=255)
+    url = models.URLField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "key"], name="image_unique_key")]
+        ordering = ["dataset", "key"]
+
+    def __str__(self):
+        return self.key
+
+
+class System(models.Model):
+    """A source of captions: a captioning model, a retrieval system, or human writers."""
+
+    HUMAN, MODEL, RETRIEVAL = "human", "model", "retrieval"
+    KIND_CHOICES = [(HUMAN, "human"), (MODEL, "model"), (RETRIEVAL, "retrieval")]
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="systems")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=KIND_CHOICES)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "name"], name="system_unique_name")]
+        ordering = ["dataset", "name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Caption(models.Model):
+    """One caption of one image by one system; ``key`` is its id in the source data."""
+
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="captions")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="captions")
+    key = models.CharField(max_length=255)
+    text = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["image", "system", "key"], name="caption_unique_key"),
+        ]
+        indexes = [models.Index(fields=["system", "image"])]
+        ordering = ["image", "system", "key"]
+
+    def __str__(self):
+        return self.text
+
+
+class HumanJudgment(models.Model):
+    """One rater's score of one candidate caption on one criterion (e.g. expert 2, quality, 3)."""
+
+    caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="judgments")
+    criterion = models.CharField(max_length=50)
+    rater = models.CharField(max_length=100)
+    score = models.FloatField()
+    source = models.CharField(max_length=100, blank=True, help_text="import or campaign it came from")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["caption", "criterion", "rater"], name="judgment_unique_rater"),
+        ]
+        ordering = ["caption", "criterion", "rater"]
+
+    def __str__(self):
+        return f"{self.rater}: {self.score}"

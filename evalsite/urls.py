@@ -1,0 +1,8 @@
+"""URL configuration: the dashboard at /, Django's admin at /admin/."""
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", include("analysis.urls")),
+]

@@ -1,0 +1,98 @@
+"""``manage.py compute_metrics --dataset <name> [--metric M ...] [--wait]``.
+
+Queues one metric run per metric on Celery and, with ``--wait`` (or when tasks run in-process
+because no broker is configured), shows a progress bar until every run is done or failed.
+"""
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from evalsite.celery import app as celery_app
+from metrics import pipeline
+from metrics.models import MetricRun
+from metrics.scorers.registry import METRICS
+from metrics.signals import run_progress
+
+
+class Command(BaseCommand):
+    help = "Compute caption metrics for every candidate caption of a dataset (in Celery workers)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--dataset", required=True, help="dataset name")
+        parser.add_argument(
+            "--metric", nargs="+", action="extend", dest="metrics", metavar="M",
+            help=f"metrics to compute (default: all): {', '.join(METRICS)}",
+        )
+        parser.add_argument("--wait", action="store_true", help="wait for the workers and show progress")
+        parser.add_argument("--force", action="store_true", help="discard stored scores and compute again")
+        parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
+
+    def handle(self, *args, dataset, metrics, wait, force, timeout, **options):
+        try:
+            runs = pipeline.plan_runs(dataset, metrics, force=force)
+        except pipeline.PipelineError as exc:
+            raise CommandError(str(exc)) from None
+        todo = [r for r in runs if r.status != MetricRun.DONE]
+        for run in runs:
+            if run.status == MetricRun.DONE:
+                self.stdout.write(f"{run.metric}: up to date ({run.completed:,} scores, run {run.pk})")
+        if not todo:
+            return
+        eager = bool(celery_app.conf.task_always_eager)
+        show = eager or wait
+        bar = tqdm(
+            total=sum(r.total for r in todo), initial=sum(r.completed for r in todo), unit="caption",
+            desc="scoring", disable=not show, dynamic_ncols=True,
+        )
+        done_by_run = {r.pk: r.completed for r in todo}
+
+        def on_progress(sender, run, **kwargs):
+            if run.pk in done_by_run:
+                done_by_run[run.pk] = run.completed
+                bar.n = sum(done_by_run.values())
+                bar.set_postfix_str(run.metric)
+                bar.refresh()
+
+        run_progress.connect(on_progress, weak=False)
+        try:
+            for run in todo:
+                try:
+                    pipeline.start(run)
+                except Exception as exc:  # in-process run: the task's final error lands here
+                    pipeline.mark_failed(run.pk, f"{type(exc).__name__}: {exc}")
+            if not eager and not wait:
+                bar.close()
+                ids = ", ".join(str(r.pk) for r in todo)
+                self.stdout.write(f"queued {len(todo)} metric run(s) (ids {ids}); follow them on the dashboard or use --wait")
+                return
+            if not eager:
+                self._poll(todo, bar, timeout)
+        finally:
+            run_progress.disconnect(on_progress)
+            bar.close()
+        self._report([MetricRun.objects.get(pk=r.pk) for r in todo])
+
+    def _poll(self, runs, bar, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        ids = [r.pk for r in runs]
+        while True:
+            fresh = list(MetricRun.objects.filter(pk__in=ids))
+            bar.n = sum(r.completed for r in fresh)
+            bar.refresh()
+            if all(r.status in (MetricRun.DONE, MetricRun.FAILED) for r in fresh):
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise CommandError(f"timed out after {timeout:g} s; runs continue in the workers")
+            time.sleep(0.5)
+
+    def _report(self, runs):
+        failed = []
+        for run in runs:
+            took = f"{run.wall_seconds:.1f} s" if run.wall_seconds is not None else "-"
+            self.stdout.write(f"{run.metric}: {run.status}, {run.completed:,}/{run.total:,} scores, {took}")
+            if run.status != MetricRun.DONE:
+                failed.append(run)
+        if failed:
+            errors = "; ".join(f"{r.metric}: {r.error or r.status}" for r in failed)
+            raise CommandError(f"{len(failed)} metric run(s) did not finish: {errors}")

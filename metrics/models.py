@@ -1,0 +1,101 @@
+"""Stored metric runs and their per-caption scores.
+
+A :class:`MetricRun` is one metric (at one implementation version, with one set of parameters)
+computed over one dataset's candidate captions. It stores status, progress and timings, and owns
+one :class:`MetricScore` per candidate caption. A run is ``done`` only when every candidate has a
+score. :class:`CaptionTokens` caches tokenised captions, shared by all metrics.
+"""
+import hashlib
+import json
+
+from django.db import models
+from django.db.models import F
+from django.utils import timezone
+
+from crowd.models import Caption, Dataset
+
+
+def params_key(params: dict) -> str:
+    """Stable SHA-256 of a parameter dict (canonical JSON), used in the run's unique key."""
+    return hashlib.sha256(json.dumps(params, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class MetricRun(models.Model):
+    PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+    STATUS_CHOICES = [(s, s) for s in (PENDING, RUNNING, DONE, FAILED)]
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="metric_runs")
+    metric = models.CharField(max_length=50)
+    version = models.CharField(max_length=100)
+    params = models.JSONField(default=dict)
+    params_key = models.CharField(max_length=64)
+    status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=PENDING)
+    total = models.PositiveIntegerField(default=0, help_text="number of candidate captions to score")
+    completed = models.PositiveIntegerField(default=0, help_text="number of captions scored so far")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    compute_seconds = models.FloatField(default=0.0, help_text="time spent scoring, summed over chunks")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "metric", "version", "params_key"], name="metricrun_unique"),
+        ]
+        ordering = ["dataset", "metric", "-created_at"]
+
+    def __str__(self):
+        return f"{self.metric} on {self.dataset} ({self.status}, {self.completed}/{self.total})"
+
+    @property
+    def progress(self) -> float:
+        """Fraction of captions scored, in [0, 1]."""
+        return self.completed / self.total if self.total else 0.0
+
+    @property
+    def wall_seconds(self) -> float | None:
+        """Seconds from start to finish (or to now while running)."""
+        if self.started_at is None:
+            return None
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+    def refresh_progress(self) -> "MetricRun":
+        """Recount the stored scores; mark the run done when all are there. Returns the fresh row.
+
+        The count comes from the score table itself, so a run can never be marked done with
+        missing scores, whatever order chunks finish in or however often they are retried.
+        """
+        n = self.scores.count()
+        MetricRun.objects.filter(pk=self.pk).update(completed=n)
+        if n >= self.total:
+            MetricRun.objects.filter(pk=self.pk).exclude(status=self.DONE).update(
+                status=self.DONE, finished_at=timezone.now(), error=""
+            )
+        self.refresh_from_db()
+        return self
+
+    def add_compute_time(self, seconds: float) -> None:
+        MetricRun.objects.filter(pk=self.pk).update(compute_seconds=F("compute_seconds") + seconds)
+
+
+class MetricScore(models.Model):
+    run = models.ForeignKey(MetricRun, on_delete=models.CASCADE, related_name="scores")
+    caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="metric_scores")
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "caption"], name="metricscore_unique")]
+
+    def __str__(self):
+        return f"{self.run.metric}={self.value:.4f}"
+
+
+class CaptionTokens(models.Model):
+    """A caption after tokenisation (space-separated tokens), per tokenizer version."""
+
+    caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="tokenizations")
+    tokenizer = models.CharField(max_length=100)
+    tokens = models.TextField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["caption", "tokenizer"], name="captiontokens_unique")]

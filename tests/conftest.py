@@ -1,0 +1,62 @@
+"""Shared fixtures: the bundled Flickr8k-Expert data, subsets of it, and command helpers."""
+import io
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+ROOT = Path(__file__).resolve().parent.parent
+FLICKR8K = ROOT / "data" / "flickr8k"
+
+
+def write_subset(directory: Path, n_images: int) -> Path:
+    """Write a Flickr8k-Expert subset of the first ``n_images`` judged images (real rows, unchanged)
+    with every token line their references and candidates need. Returns ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    expert_lines = (FLICKR8K / "ExpertAnnotations.txt").read_text().splitlines()
+    images = []
+    for line in expert_lines:
+        image = line.split("\t")[0]
+        if image not in images:
+            images.append(image)
+    keep_images = set(images[:n_images])
+    kept = [line for line in expert_lines if line.split("\t")[0] in keep_images]
+    needed = keep_images | {line.split("\t")[1].rpartition("#")[0] for line in kept}
+    tokens = [
+        line for line in (FLICKR8K / "Flickr8k.token.txt").read_text().splitlines()
+        if line.split("\t")[0].rpartition("#")[0] in needed
+    ]
+    (directory / "ExpertAnnotations.txt").write_text("\n".join(kept) + "\n")
+    (directory / "Flickr8k.token.txt").write_text("\n".join(tokens) + "\n")
+    return directory
+
+
+@pytest.fixture
+def flickr8k_dir():
+    return FLICKR8K
+
+
+@pytest.fixture
+def subset_dir(tmp_path):
+    """A 40-image Flickr8k-Expert subset (about 230 judged pairs)."""
+    return write_subset(tmp_path / "flickr8k-subset", 40)
+
+
+@pytest.fixture
+def copy_dir(tmp_path):
+    """A writable copy of the full bundled data, for corrupting files."""
+    target = tmp_path / "flickr8k-copy"
+    target.mkdir()
+    for name in ("ExpertAnnotations.txt", "Flickr8k.token.txt"):
+        shutil.copy(FLICKR8K / name, target / name)
+        os.chmod(target / name, 0o644)
+    return target
+
+
+def run_command(*args, **kwargs) -> str:
+    """call_command capturing stdout; CommandError propagates."""
+    out = io.StringIO()
+    call_command(*args, stdout=out, stderr=io.StringIO(), **kwargs)
+    return out.getvalue()

@@ -1,0 +1,43 @@
+"""The quick start: the embedded SQLite default and in-process tasks, driven through the CLI exactly
+as a user would, reproduces the published Flickr8k-Expert correlations."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import FLICKR8K, ROOT
+from .published import check_published
+
+pytestmark = pytest.mark.slow
+
+
+def manage(*args, env):
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800
+    )
+
+
+def test_flickr8k_expert_on_embedded_sqlite(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env["EVALSITE_VAR_DIR"] = str(tmp_path / "var")
+    assert manage("migrate", "-v", "0", env=env).returncode == 0
+    imported = manage("import_dataset", "flickr8k-expert", str(FLICKR8K), "--name", "flickr8k-expert", env=env)
+    assert imported.returncode == 0, imported.stderr
+    assert (tmp_path / "var" / "captioneval.sqlite3").exists()
+    computed = manage("compute_metrics", "--dataset", "flickr8k-expert", "--wait", env=env)
+    assert computed.returncode == 0, computed.stderr
+    assert "100%" in computed.stderr  # the progress bar reached the end
+    assert computed.stdout.count(": done, 5,664/5,664 scores") == 7
+    result = manage("correlate", "--dataset", "flickr8k-expert", "--json", "--resamples", "200", env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report["metrics"]) == {"bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider_d"}
+    print(check_published(report))
+    for m in report["metrics"].values():
+        lo, hi = m["ci95"]["kendall_tau_c"]
+        assert lo < m["kendall_tau_c"] < hi
+    # Unknown metric: one line, non-zero exit, nothing changed.
+    bad = manage("correlate", "--dataset", "flickr8k-expert", "--metric", "cider", "--json", env=env)
+    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "unknown metric 'cider'" in bad.stderr

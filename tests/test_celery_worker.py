@@ -1,0 +1,96 @@
+"""Integration: a real `celery worker` process, Redis as the broker, PostgreSQL as the database.
+
+The full Flickr8k-Expert job goes through the worker; the stored scores must reproduce the
+published correlations and equal what pycocoevalcap gives for the same captions."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+from django.db import connection
+
+from crowd.models import Dataset
+from metrics.models import MetricRun, MetricScore
+
+from .conftest import FLICKR8K, ROOT, run_command
+from .published import check_published
+
+BROKER = os.environ.get("TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def database_url():
+    s = connection.settings_dict
+    if connection.vendor != "postgresql":
+        pytest.fail("the worker integration test needs PostgreSQL: set DATABASE_URL (./run test does)")
+    return f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@pytest.fixture
+def worker_env():
+    env = dict(os.environ, DATABASE_URL=database_url(), CELERY_BROKER_URL=BROKER, CELERY_QUEUE=f"test-{uuid.uuid4().hex}")
+    return env
+
+
+@pytest.fixture
+def worker(worker_env, tmp_path):
+    log = open(tmp_path / "worker.log", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "-l", "info", "--concurrency", "2",
+         "-Q", worker_env["CELERY_QUEUE"], "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=ROOT, env=worker_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    yield proc
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    log.seek(0)
+    print(log.read()[-3000:])
+
+
+def test_metric_job_through_a_real_worker(worker, worker_env):
+    run_command("import_dataset", "flickr8k-expert", str(FLICKR8K), "--name", "flickr8k-expert")
+    result = subprocess.run(
+        [sys.executable, "manage.py", "compute_metrics", "--dataset", "flickr8k-expert", "--wait", "--timeout", "1500"],
+        cwd=ROOT, env=worker_env, capture_output=True, text=True, timeout=1800,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert worker.poll() is None, "the worker died"
+    dataset = Dataset.objects.get(name="flickr8k-expert")
+    runs = {r.metric: r for r in MetricRun.objects.filter(dataset=dataset)}
+    assert len(runs) == 7
+    for run in runs.values():
+        assert run.status == MetricRun.DONE
+        assert MetricScore.objects.filter(run=run).count() == run.total == 5664
+
+    # Stored CIDEr-D equals pycocoevalcap's Cider on the same tokenised captions.
+    from pycocoevalcap.cider.cider import Cider
+    from tests.flickr8k_data import load_flickr8k_expert_tokenized
+
+    pairs = load_flickr8k_expert_tokenized()
+    _, expected = Cider().compute_score(
+        {i: list(p.references) for i, p in enumerate(pairs)}, {i: [p.candidate] for i, p in enumerate(pairs)}
+    )
+    stored = {
+        (image, key): value
+        for image, key, value in MetricScore.objects.filter(run=runs["cider_d"]).values_list(
+            "caption__image__key", "caption__key", "value"
+        )
+    }
+    pair_ids = [  # (image, candidate id) in the loader's order: file order, own-reference pairs skipped
+        tuple(line.split("\t")[:2])
+        for line in (FLICKR8K / "ExpertAnnotations.txt").read_text().splitlines()
+        if not line.split("\t")[1].startswith(line.split("\t")[0] + "#")
+    ]
+    assert len(pair_ids) == len(pairs)
+    got = np.array([stored[ids] for ids in pair_ids])
+    np.testing.assert_allclose(got, np.asarray(expected), atol=1e-6)
+
+    report = json.loads(run_command("correlate", "--dataset", "flickr8k-expert", "--json", "--resamples", "200"))
+    print(check_published(report))

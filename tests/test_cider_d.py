@@ -1,0 +1,275 @@
+"""Tests of the vectorised CIDEr-D (metrics.scorers.cider); plain pytest, no Django.
+
+The Flickr8k-Expert tests need data/flickr8k and Java (PTB tokeniser); they are skipped otherwise.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import random
+import shutil
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from metrics.scorers.cider import DocumentFrequency, cider_d
+from tests.flickr8k_data import DATA_DIR, N_EXPERT_PAIRS, load_flickr8k_expert_tokenized
+
+needs_flickr8k = pytest.mark.skipif(
+    not (DATA_DIR / "ExpertAnnotations.txt").exists() or shutil.which("java") is None,
+    reason="needs data/flickr8k and java (PTB tokeniser)",
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# Flickr8k-Expert against pycocoevalcap
+# ------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _expert_inputs():
+    pairs = load_flickr8k_expert_tokenized()
+    return [p.candidate for p in pairs], [list(p.references) for p in pairs]
+
+
+@functools.lru_cache(maxsize=None)
+def _pycoco_scores() -> np.ndarray:
+    from pycocoevalcap.cider.cider import Cider
+
+    cands, refs = _expert_inputs()
+    gts = {i: refs[i] for i in range(len(cands))}
+    res = {i: [cands[i]] for i in range(len(cands))}
+    _, scores = Cider().compute_score(gts, res)
+    return np.asarray(scores, dtype=np.float64)
+
+
+@needs_flickr8k
+def test_expert_pairs_protocol():
+    pairs = load_flickr8k_expert_tokenized()
+    assert len(pairs) == N_EXPERT_PAIRS == 5664
+    assert all(len(p.references) == 5 and len(p.ratings) == 3 for p in pairs)
+    assert all(not p.candidate.endswith(".") and p.candidate == p.candidate.lower() for p in pairs[:50])
+
+
+@needs_flickr8k
+def test_equals_pycocoevalcap_on_flickr8k_expert():
+    cands, refs = _expert_inputs()
+    ours = cider_d(cands, refs)
+    theirs = _pycoco_scores()
+    assert ours.shape == (len(cands),) == theirs.shape
+    assert ours.dtype == np.float64
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+    assert abs(ours.mean() - theirs.mean()) < 1e-9
+
+
+@needs_flickr8k
+def test_supplied_df_on_a_subset_equals_full_corpus_scores():
+    cands, refs = _expert_inputs()
+    full_df = DocumentFrequency.from_references(refs)
+    assert full_df.n_documents == len(refs)
+    idx = np.random.default_rng(0).choice(len(cands), size=500, replace=False)
+    sub = cider_d([cands[i] for i in idx], [refs[i] for i in idx], df=full_df)
+    np.testing.assert_allclose(sub, _pycoco_scores()[idx], rtol=0, atol=1e-6)
+    # chunked scoring reproduces the full run
+    chunks = [cider_d(cands[a:a + 1000], refs[a:a + 1000], df=full_df) for a in range(0, len(cands), 1000)]
+    np.testing.assert_allclose(np.concatenate(chunks), _pycoco_scores(), rtol=0, atol=1e-6)
+    # a subset scored with its own df (df=None) is a different (smaller-N) computation
+    own = cider_d([cands[i] for i in idx], [refs[i] for i in idx])
+    assert not np.allclose(own, sub)
+
+
+@needs_flickr8k
+def test_df_json_round_trip_gives_identical_scores():
+    cands, refs = _expert_inputs()
+    df = DocumentFrequency.from_references(refs)
+    data = json.loads(json.dumps(df.to_json()))
+    back = DocumentFrequency.from_json(data)
+    assert back.n_documents == df.n_documents
+    assert dict(back.counts) == dict(df.counts)
+    np.testing.assert_array_equal(cider_d(cands[:700], refs[:700], df=back), cider_d(cands[:700], refs[:700], df=df))
+
+
+# ------------------------------------------------------------------------------------------------
+# Independent checks on small inputs
+# ------------------------------------------------------------------------------------------------
+def test_hand_computed_identical_caption():
+    # candidate == the only reference "a b"; df: every n-gram in 1 of N = 10 documents, so every
+    # idf is log(10) and each vector is proportional to the count vector.
+    df = DocumentFrequency(counts={("a",): 1.0, ("b",): 1.0, ("a", "b"): 1.0}, n_documents=10)
+    # unigrams and bigram: cosine 1; no 3-/4-grams: 0; delta = 0 -> penalty 1
+    expected = 10.0 * (1.0 + 1.0 + 0.0 + 0.0) / 4.0
+    assert cider_d(["a b"], [["a b"]], df=df)[0] == pytest.approx(expected, abs=1e-12)
+    assert expected == 5.0
+
+
+def test_hand_computed_clipping_and_length_penalty():
+    # candidate "a a b" against references ["a b", "c"], N = 4 documents,
+    # df(a) = 1, df(b) = 2, df(c) = 3, df(a b) = 1, df(a a) = df(a a b) = 0.
+    df = DocumentFrequency(
+        counts={("a",): 1.0, ("b",): 2.0, ("c",): 3.0, ("a", "b"): 1.0}, n_documents=4
+    )
+    la, lb, lc = math.log(4) - math.log(1), math.log(4) - math.log(2), math.log(4) - math.log(3)
+    lab, laa = math.log(4), math.log(4)
+    # reference "a b": unigrams v_h = (a: 2 la, b: lb), v_r = (a: la, b: lb)
+    s1 = (min(2 * la, la) * la + min(lb, lb) * lb) / (math.sqrt(4 * la**2 + lb**2) * math.sqrt(la**2 + lb**2))
+    # bigrams v_h = (a a: laa, a b: lab), v_r = (a b: lab)
+    s2 = (lab * lab) / (math.sqrt(laa**2 + lab**2) * lab)
+    # candidate has 2 bigrams, reference 1: delta = 1
+    sim_ref1 = (s1 + s2 + 0 + 0) * math.exp(-1 / (2 * 6.0**2))
+    # reference "c": nothing shared -> 0 (its bigram length is 0: delta = 2, irrelevant)
+    sim_ref2 = 0.0
+    expected = 10.0 * ((sim_ref1 + sim_ref2) / 2) / 4
+    got = cider_d(["a a b"], [["a b", "c"]], df=df)
+    assert got.shape == (1,)
+    assert got[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_sigma_changes_only_the_penalty():
+    df = DocumentFrequency(counts={("x",): 1.0}, n_documents=3)
+    a = cider_d(["x y z"], [["x"]], df=df, sigma=6.0)[0]
+    b = cider_d(["x y z"], [["x"]], df=df, sigma=1e9)[0]
+    assert a == pytest.approx(b * math.exp(-(2**2) / (2 * 36.0)), rel=1e-12)
+
+
+def _naive_cider_d(cands, refs, df_counts=None, n_docs=None, n=4, sigma=6.0):
+    """Straightforward per-pair implementation of the definition (test oracle)."""
+
+    def grams(s):
+        w = s.split()
+        return Counter(tuple(w[i:i + k]) for k in range(1, n + 1) for i in range(len(w) - k + 1))
+
+    if df_counts is None:
+        df_counts = Counter()
+        for rs in refs:
+            df_counts.update(set().union(*(grams(r) for r in rs)))
+        n_docs = len(refs)
+
+    def vec(s):
+        v = {g: c * (math.log(n_docs) - math.log(max(1.0, df_counts.get(g, 0.0)))) for g, c in grams(s).items()}
+        norms = [math.sqrt(sum(x * x for g, x in v.items() if len(g) == k)) for k in range(1, n + 1)]
+        return v, norms, max(len(s.split()) - 1, 0)
+
+    out = []
+    for h, rs in zip(cands, refs):
+        vh, nh, lh = vec(h)
+        total = 0.0
+        for r in rs:
+            vr, nr, lr = vec(r)
+            pen = math.exp(-((lh - lr) ** 2) / (2 * sigma**2))
+            for k in range(1, n + 1):
+                s = sum(min(x, vr.get(g, 0.0)) * vr.get(g, 0.0) for g, x in vh.items() if len(g) == k)
+                if nh[k - 1] and nr[k - 1]:
+                    s /= nh[k - 1] * nr[k - 1]
+                total += s * pen
+        out.append(10.0 * total / n / len(rs))
+    return np.array(out)
+
+
+def _random_corpus(rng, n_items, vocab="abcdefg"):
+    def sent():
+        return " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 9)))
+
+    cands = [sent() for _ in range(n_items)]
+    refs = [[sent() for _ in range(rng.randint(1, 4))] for _ in range(n_items)]
+    # shared / duplicated sentences and references, as in real data
+    refs[0] = refs[0] + [refs[0][0]]
+    if n_items > 2:
+        cands[1] = refs[2][0]
+        refs[1] = refs[2]
+    return cands, refs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matches_naive_definition_on_random_inputs(seed):
+    rng = random.Random(seed)
+    cands, refs = _random_corpus(rng, rng.randint(1, 25))
+    for n in (1, 2, 4, 5):
+        np.testing.assert_allclose(cider_d(cands, refs, n=n), _naive_cider_d(cands, refs, n=n), rtol=0, atol=1e-12)
+    # supplied table with counts above n_documents (negative idf) and n-grams it does not know
+    counts = {g: float(rng.randint(0, 6)) for g in DocumentFrequency.from_references(refs).counts}
+    table = DocumentFrequency(counts=counts, n_documents=3)
+    np.testing.assert_allclose(
+        cider_d(cands, refs, df=table), _naive_cider_d(cands, refs, counts, 3), rtol=0, atol=1e-12
+    )
+
+
+def test_matches_pycocoevalcap_on_random_inputs():
+    from pycocoevalcap.cider.cider import Cider
+
+    rng = random.Random(42)
+    cands, refs = _random_corpus(rng, 40)
+    cands[3] = ""  # empty candidate
+    refs[4] = [""]  # empty reference
+    _, theirs = Cider().compute_score({i: refs[i] for i in range(40)}, {i: [cands[i]] for i in range(40)})
+    np.testing.assert_allclose(cider_d(cands, refs), theirs, rtol=0, atol=1e-12)
+
+
+def test_df_none_equals_df_from_same_references():
+    rng = random.Random(7)
+    cands, refs = _random_corpus(rng, 30)
+    df = DocumentFrequency.from_references(refs)
+    np.testing.assert_array_equal(cider_d(cands, refs), cider_d(cands, refs, df=df))
+
+
+def test_from_references_counts_reference_sets():
+    df = DocumentFrequency.from_references([["a b a", "a"], ["b c"]])
+    assert df.n_documents == 2
+    assert df.counts[("a",)] == 1.0  # in item 0 three times, counted once
+    assert df.counts[("b",)] == 2.0
+    assert df.counts[("a", "b")] == 1.0 and df.counts[("b", "a")] == 1.0
+    assert df.counts[("a", "b", "a")] == 1.0
+    assert set(df.counts) == {("a",), ("b",), ("c",), ("a", "b"), ("b", "a"), ("b", "c"), ("a", "b", "a")}
+    assert DocumentFrequency.from_json(df.to_json()) == df
+    assert df.to_json()["counts"]["a b a"] == 1.0
+
+
+def test_single_document_is_degenerate_but_defined():
+    out = cider_d(["a man rides a horse"], [["a man rides a horse", "a person on a horse"]])
+    np.testing.assert_array_equal(out, [0.0])
+    # with an external table the single item gets a meaningful score
+    df = DocumentFrequency(counts={}, n_documents=100)
+    assert cider_d(["a man rides a horse"], [["a man rides a horse"]], df=df)[0] == pytest.approx(10.0)
+
+
+def test_scores_are_in_range_and_order_independent():
+    rng = random.Random(3)
+    cands, refs = _random_corpus(rng, 50)
+    s = cider_d(cands, refs)
+    assert np.all(s >= 0) and np.all(s <= 10 + 1e-12)
+    perm = list(range(50))
+    rng.shuffle(perm)
+    s_perm = cider_d([cands[i] for i in perm], [refs[i] for i in perm])
+    np.testing.assert_allclose(s_perm, s[perm], rtol=0, atol=1e-12)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="empty"):
+        cider_d([], [])
+    with pytest.raises(ValueError, match="2 candidates but 1"):
+        cider_d(["a", "b"], [["a"]])
+    with pytest.raises(ValueError, match=r"references\[1\] is empty"):
+        cider_d(["a", "b"], [["a"], []])
+    with pytest.raises(ValueError):
+        cider_d(["a"], [["a"]], n=0)
+    with pytest.raises(ValueError):
+        cider_d(["a"], [["a"]], sigma=0.0)
+    with pytest.raises(TypeError):
+        cider_d(["a"], ["a"])  # references[0] is a string, not a list
+    with pytest.raises(TypeError):
+        cider_d([3], [["a"]])
+    with pytest.raises(ValueError, match="empty"):
+        DocumentFrequency.from_references([])
+    with pytest.raises(ValueError, match=r"references\[0\] is empty"):
+        DocumentFrequency.from_references([[]])
+    with pytest.raises(ValueError):
+        DocumentFrequency(counts={}, n_documents=0)
+    with pytest.raises(ValueError):
+        DocumentFrequency.from_json({"counts": {}})
+    with pytest.raises(ValueError):
+        DocumentFrequency.from_json({"n_documents": 2, "counts": {"": 1.0}})
+
+
+def test_empty_captions_are_defined():
+    np.testing.assert_array_equal(cider_d(["", ""], [[""], [""]]), [0.0, 0.0])
+    np.testing.assert_array_equal(cider_d(["a", ""], [[""], ["a"]]), [0.0, 0.0])
+    assert DocumentFrequency.from_references([[""], [""]]).counts == {}

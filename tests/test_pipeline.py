@@ -1,0 +1,157 @@
+"""compute_metrics with in-process Celery tasks: stored scores, idempotence, retries, failures, errors."""
+import numpy as np
+import pytest
+from django.core.management.base import CommandError
+
+from crowd.models import Dataset
+from metrics import pipeline
+from metrics.models import CaptionTokens, MetricRun, MetricScore
+from metrics.scorers import coco, registry
+from metrics.scorers.cider import cider_d
+from metrics.scorers.tokenizer import ptb_tokenize
+
+from .conftest import run_command
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def subset(subset_dir):
+    run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
+    return Dataset.objects.get(name="sub")
+
+
+def independent_inputs(dataset):
+    """Candidates and references straight from the rows, tokenised afresh (not via the cache)."""
+    cands = list(dataset.candidates().order_by("id"))
+    refs_by_image = {}
+    for ref in dataset.references().order_by("image_id", "key"):
+        refs_by_image.setdefault(ref.image_id, []).append(ref.text)
+    texts = [c.text for c in cands] + [t for c in cands for t in refs_by_image[c.image_id]]
+    tokens = ptb_tokenize(texts)
+    cand_tok, pos, ref_tok = tokens[: len(cands)], len(cands), []
+    for c in cands:
+        n = len(refs_by_image[c.image_id])
+        ref_tok.append(tokens[pos : pos + n])
+        pos += n
+    return cands, cand_tok, ref_tok
+
+
+def stored(run):
+    return dict(MetricScore.objects.filter(run=run).values_list("caption_id", "value"))
+
+
+def test_scores_stored_for_every_candidate_and_equal_to_reference_implementations(subset):
+    out = run_command("compute_metrics", "--dataset", "sub", "--wait")
+    assert "cider_d: done" in out
+    cands, cand_tok, ref_tok = independent_inputs(subset)
+    expected = {
+        **{f"bleu_{n}": row for n, row in enumerate(coco.bleu(cand_tok, ref_tok), start=1)},
+        "rouge_l": coco.rouge_l(cand_tok, ref_tok),
+        "meteor": coco.meteor(cand_tok, ref_tok),
+    }
+    from pycocoevalcap.cider.cider import Cider
+
+    _, cider_ref = Cider().compute_score({i: r for i, r in enumerate(ref_tok)}, {i: [c] for i, c in enumerate(cand_tok)})
+    expected["cider_d"] = np.asarray(cider_ref)
+    runs = {r.metric: r for r in MetricRun.objects.filter(dataset=subset)}
+    assert set(runs) == set(registry.METRICS)
+    for key, run in runs.items():
+        assert run.status == MetricRun.DONE and run.completed == run.total == len(cands)
+        assert run.started_at and run.finished_at and run.compute_seconds > 0
+        values = stored(run)
+        got = np.array([values[c.pk] for c in cands])
+        np.testing.assert_allclose(got, expected[key], atol=1e-6, err_msg=key)
+
+
+def test_rerun_is_idempotent_and_force_recomputes(subset):
+    run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_4", "rouge_l", "--wait")
+    run = MetricRun.objects.get(dataset=subset, metric="bleu_4")
+    first = stored(run)
+    out = run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_4", "--wait")
+    assert "bleu_4: up to date" in out
+    assert MetricRun.objects.filter(dataset=subset).count() == 2
+    assert MetricScore.objects.filter(run=run).count() == len(first)
+    tokenised = CaptionTokens.objects.count()
+    run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_4", "--force", "--wait")
+    assert stored(run) == first
+    assert CaptionTokens.objects.count() == tokenised
+
+
+def test_failed_chunk_is_retried_and_run_completes(subset, monkeypatch, settings):
+    settings.METRICS_CHUNK_SIZE = 50
+    calls = {"n": 0}
+    real = registry.score
+
+    def flaky(key, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second chunk fails once
+            raise ConnectionError("worker lost its database connection")
+        return real(key, *args, **kwargs)
+
+    monkeypatch.setattr(registry, "score", flaky)
+    run_command("compute_metrics", "--dataset", "sub", "--metric", "rouge_l", "--wait")
+    run = MetricRun.objects.get(dataset=subset, metric="rouge_l")
+    assert run.status == MetricRun.DONE
+    assert MetricScore.objects.filter(run=run).count() == run.total == subset.candidates().count()
+    assert calls["n"] == -(-run.total // 50) + 1  # one extra call: the retry
+
+
+def test_run_is_never_done_with_missing_scores_and_resumes(subset, monkeypatch, settings):
+    settings.METRICS_CHUNK_SIZE = 50
+    real = registry.score
+    state = {"calls": 0, "broken": True}
+
+    def broken_third_chunk(key, *args, **kwargs):
+        state["calls"] += 1
+        if state["broken"] and state["calls"] >= 3:
+            raise RuntimeError("scorer crashed")
+        return real(key, *args, **kwargs)
+
+    monkeypatch.setattr(registry, "score", broken_third_chunk)
+    with pytest.raises(CommandError, match="did not finish: bleu_1: RuntimeError: scorer crashed"):
+        run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_1", "--wait")
+    run = MetricRun.objects.get(dataset=subset, metric="bleu_1")
+    assert run.status == MetricRun.FAILED
+    assert 0 < MetricScore.objects.filter(run=run).count() < run.total
+    assert run.completed < run.total
+    # A correlation report refuses the incomplete run.
+    with pytest.raises(CommandError, match="bleu_1' is failed"):
+        run_command("correlate", "--dataset", "sub", "--metric", "bleu_1", "--json")
+    # Resuming scores only what is missing.
+    state["broken"], state["calls"] = False, 0
+    run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_1", "--wait")
+    run.refresh_from_db()
+    assert run.status == MetricRun.DONE and run.completed == run.total
+    assert state["calls"] == -(-(run.total - 100) // 50)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dataset", "nope"], "unknown dataset 'nope'"),
+        (["--dataset", "sub", "--metric", "bleurt"], "unknown metric 'bleurt'"),
+        (["--dataset", "sub", "--metric", "spice"], "SPICE is unavailable: its jar downloads Stanford CoreNLP"),
+    ],
+)
+def test_bad_requests_fail_with_one_line_and_change_nothing(subset, args, message):
+    with pytest.raises(CommandError, match=message) as err:
+        run_command("compute_metrics", *args)
+    assert "\n" not in str(err.value)
+    assert MetricRun.objects.count() == 0 and CaptionTokens.objects.count() == 0
+
+
+def test_empty_dataset_is_refused(subset):
+    subset.candidates().delete()
+    with pytest.raises(CommandError, match="has no candidate captions"):
+        run_command("compute_metrics", "--dataset", "sub")
+    assert MetricRun.objects.count() == 0
+
+
+def test_correlate_errors(subset):
+    with pytest.raises(CommandError, match="no metric has been computed on dataset 'sub'"):
+        run_command("correlate", "--dataset", "sub", "--json")
+    with pytest.raises(CommandError, match="unknown dataset 'zzz'"):
+        run_command("correlate", "--dataset", "zzz", "--json")
+    with pytest.raises(CommandError, match="unknown metric 'foo'"):
+        run_command("correlate", "--dataset", "sub", "--metric", "foo", "--json")
