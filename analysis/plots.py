@@ -18,7 +18,7 @@ def scatter_png(metric_values, human_values, metric_name: str, human_label: str,
     """
     x, y = np.asarray(metric_values, float), np.asarray(human_values, float)
     fig, ax = plt.subplots(figsize=(4.2, 3.4), dpi=100)
-    ax.scatter(x, y, s=6, alpha=0.25, color="#1f77b4", edgecolors="none")
+    ax.scatter(x, y, s=8, alpha=0.35, color="#1f77b4", edgecolors="none")
     if len(x) >= 2 and np.ptp(x) > 0:
         slope, intercept = np.polyfit(x, y, 1)
         xs = np.linspace(x.min(), x.max(), 50)

@@ -135,7 +135,7 @@ def correlation_report(
     if use_cache:
         cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
         if cached is not None:
-            return cached.payload
+            return _ordered(cached.payload)
     rows = judgment_rows(dataset, runs)
     report = {
         "dataset": dataset.name,
@@ -162,6 +162,21 @@ def correlation_report(
         report["metrics"][metric] = entry
     CorrelationReport.objects.update_or_create(dataset=dataset, key=key, defaults={"payload": report})
     return report
+
+
+_TOP_ORDER = ("dataset", "criterion", "n_pairs", "n_ratings", "n_images", "bootstrap", "metrics")
+_METRIC_ORDER = ("name", "run", "version", *STATISTICS, "ci95", "per_image")
+
+
+def _ordered(report: dict) -> dict:
+    """Restore the documented key order (PostgreSQL's jsonb does not keep it): metrics in registry order."""
+    metrics = report["metrics"]
+    ordered_metrics = {
+        k: {f: metrics[k][f] for f in _METRIC_ORDER if f in metrics[k]} for k in METRICS if k in metrics
+    }
+    out = {k: report[k] for k in _TOP_ORDER if k in report}
+    out["metrics"] = ordered_metrics
+    return out
 
 
 def _num(x: float) -> float | None:

@@ -106,7 +106,7 @@ def scatter(request, name, metric):
     except ReportError as exc:
         raise Http404(str(exc))
     run = runs[metric]
-    key = f"scatter:{run.pk}:{run.completed}:{run.finished_at}"
+    key = f"scatter:{run.pk}:{run.completed}:{run.finished_at.timestamp() if run.finished_at else 0}"
     png = cache.get(key)
     if png is None:
         rows = judgment_rows(dataset, runs)

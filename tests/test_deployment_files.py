@@ -1,0 +1,46 @@
+"""docker-compose.yml cannot run here (no Docker engine): check its structure instead, and that the
+metric and statistics code imports without Django."""
+import os
+import subprocess
+import sys
+
+import yaml
+
+from .conftest import ROOT
+
+
+def test_compose_file_has_the_four_services_wired_together():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert set(services) == {"postgres", "redis", "web", "worker"}
+    assert services["postgres"]["image"].startswith("postgres:")
+    assert services["redis"]["image"].startswith("redis:")
+    for name in ("web", "worker"):
+        svc = services[name]
+        env = svc["environment"]
+        assert env["DATABASE_URL"].startswith("postgres://") and "@postgres:5432/" in env["DATABASE_URL"]
+        assert env["CELERY_BROKER_URL"].startswith("redis://redis:6379")
+        assert set(svc["depends_on"]) == {"postgres", "redis"}
+        assert svc["build"] == "."
+    assert "celery -A evalsite worker" in services["worker"]["command"]
+    assert "manage.py migrate" in services["web"]["command"] and "8000:8000" in services["web"]["ports"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "default-jre-headless" in dockerfile and "requirements.txt" in dockerfile
+
+
+def test_metric_and_statistics_code_runs_without_django():
+    code = (
+        "import sys\n"
+        "from metrics.scorers import registry, cider, coco, tokenizer\n"
+        "from analysis.statistics import correlate\n"
+        "import numpy as np\n"
+        "s = cider.cider_d(['a dog runs', 'a cat'], [['a dog runs fast', 'dog running'], ['a cat sits']])\n"
+        "r = correlate(np.array([1., 2, 3, 4]), np.array([1., 3, 2, 4]), np.array([0, 0, 1, 1]), n_resamples=10)\n"
+        "assert s.shape == (2,) and r.n_rows == 4\n"
+        "assert not [m for m in sys.modules if m == 'django' or m.startswith('django.')], 'django was imported'\n"
+        "print('ok')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
