@@ -8,19 +8,13 @@ import functools
 import json
 import math
 import random
-import shutil
 from collections import Counter
 
 import numpy as np
 import pytest
 
 from metrics.scorers.cider import DocumentFrequency, cider_d
-from tests.flickr8k_data import DATA_DIR, N_EXPERT_PAIRS, load_flickr8k_expert_tokenized
-
-needs_flickr8k = pytest.mark.skipif(
-    not (DATA_DIR / "ExpertAnnotations.txt").exists() or shutil.which("java") is None,
-    reason="needs data/flickr8k and java (PTB tokeniser)",
-)
+from tests.flickr8k_data import N_EXPERT_PAIRS, load_flickr8k_expert_tokenized
 
 
 # ------------------------------------------------------------------------------------------------
@@ -43,7 +37,6 @@ def _pycoco_scores() -> np.ndarray:
     return np.asarray(scores, dtype=np.float64)
 
 
-@needs_flickr8k
 def test_expert_pairs_protocol():
     pairs = load_flickr8k_expert_tokenized()
     assert len(pairs) == N_EXPERT_PAIRS == 5664
@@ -51,7 +44,6 @@ def test_expert_pairs_protocol():
     assert all(not p.candidate.endswith(".") and p.candidate == p.candidate.lower() for p in pairs[:50])
 
 
-@needs_flickr8k
 def test_equals_pycocoevalcap_on_flickr8k_expert():
     cands, refs = _expert_inputs()
     ours = cider_d(cands, refs)
@@ -62,7 +54,6 @@ def test_equals_pycocoevalcap_on_flickr8k_expert():
     assert abs(ours.mean() - theirs.mean()) < 1e-9
 
 
-@needs_flickr8k
 def test_supplied_df_on_a_subset_equals_full_corpus_scores():
     cands, refs = _expert_inputs()
     full_df = DocumentFrequency.from_references(refs)
@@ -78,7 +69,6 @@ def test_supplied_df_on_a_subset_equals_full_corpus_scores():
     assert not np.allclose(own, sub)
 
 
-@needs_flickr8k
 def test_df_json_round_trip_gives_identical_scores():
     cands, refs = _expert_inputs()
     df = DocumentFrequency.from_references(refs)

@@ -4,10 +4,8 @@ import pytest
 from django.core.management.base import CommandError
 
 from crowd.models import Dataset
-from metrics import pipeline
 from metrics.models import CaptionTokens, MetricRun, MetricScore
 from metrics.scorers import coco, registry
-from metrics.scorers.cider import cider_d
 from metrics.scorers.tokenizer import ptb_tokenize
 
 from .conftest import run_command

@@ -436,7 +436,6 @@ def test_per_group_rank_agreement_all_skipped_and_errors():
 # ----------------------------------------------------------------------------- real data
 
 
-@pytest.mark.skipif(not EXPERT.exists(), reason="Flickr8k expert annotations not present")
 def test_real_data_expert_agreement():
     images, first, others = load_expert()
     assert images.size > 5000
