@@ -17,7 +17,7 @@ import numpy as np
 from analysis.statistics import STATISTICS, correlate, per_group_rank_agreement
 from crowd.models import Dataset, HumanJudgment
 from metrics import pipeline
-from metrics.models import MetricRun, MetricScore, params_key
+from metrics.models import MetricRun, MetricScore
 from metrics.scorers.registry import METRICS
 
 from .models import CorrelationReport
@@ -29,21 +29,24 @@ class ReportError(ValueError):
     """The report cannot be made (nothing computed, no judgments...)."""
 
 
-def current_run(dataset: Dataset, metric: str) -> MetricRun | None:
-    """The run of ``metric`` on ``dataset`` at the current version and parameters, if any."""
-    params = pipeline.run_params(dataset, metric)
+def current_run(dataset: Dataset, metric: str, document_frequency=None) -> MetricRun | None:
+    """The run of ``metric`` on ``dataset`` at the current version and parameters, if any
+    (``document_frequency``: a :class:`metrics.pipeline.SuppliedDocumentFrequency` for CIDEr-D)."""
+    params = pipeline.run_params(dataset, metric, document_frequency)
     return MetricRun.objects.filter(
-        dataset=dataset, metric=metric, version=METRICS[metric].version, params_key=params_key(params)
+        dataset=dataset, metric=metric, version=METRICS[metric].version, params_key=pipeline.run_identity(params)
     ).first()
 
 
-def completed_runs(dataset: Dataset, metrics=None) -> dict[str, MetricRun]:
+def completed_runs(dataset: Dataset, metrics=None, cider_df: str | None = None) -> dict[str, MetricRun]:
     """{metric: done run}. With ``metrics`` given, each must have a complete run (ReportError
-    otherwise); without, every metric that has one."""
+    otherwise); without, every metric that has one. ``cider_df`` selects the CIDEr-D run computed
+    with that document-frequency file."""
     keys = pipeline.validate_metrics(metrics) if metrics else list(METRICS)
+    supplied = pipeline.read_document_frequency(cider_df) if cider_df else None
     runs = {}
     for key in keys:
-        run = current_run(dataset, key)
+        run = current_run(dataset, key, supplied)
         if run is not None and run.status == MetricRun.DONE:
             runs[key] = run
         elif metrics:
@@ -113,7 +116,8 @@ def report_key(dataset: Dataset, runs: dict[str, MetricRun], n_resamples: int, s
 
 
 def correlation_report(
-    dataset_name: str, metrics=None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, use_cache: bool = True
+    dataset_name: str, metrics=None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, use_cache: bool = True,
+    cider_df: str | None = None,
 ) -> dict:
     """The correlation report of ``dataset_name`` as a JSON-serialisable dict.
 
@@ -130,7 +134,7 @@ def correlation_report(
     Raises PipelineError (unknown dataset or metric) or ReportError (nothing computed, no judgments).
     """
     dataset = pipeline.get_dataset(dataset_name)
-    runs = completed_runs(dataset, metrics)
+    runs = completed_runs(dataset, metrics, cider_df)
     key = report_key(dataset, runs, n_resamples, seed)
     if use_cache:
         cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
@@ -150,7 +154,7 @@ def correlation_report(
         result = correlate(rows.metric[metric], rows.human, rows.image, STATISTICS, n_resamples=n_resamples, seed=seed)
         _, images, values, human = per_pair(rows, rows.metric[metric])
         agreement = per_group_rank_agreement(values, human, images)
-        entry = {"name": METRICS[metric].name, "run": run.pk, "version": run.version}
+        entry = {"name": METRICS[metric].name, "run": run.pk, "version": run.version, "params": run.params}
         entry.update({s: _num(result.values[s]) for s in STATISTICS})
         entry["ci95"] = {s: [_num(lo), _num(hi)] for s, (lo, hi) in result.ci95.items()}
         entry["per_image"] = {
@@ -165,7 +169,7 @@ def correlation_report(
 
 
 _TOP_ORDER = ("dataset", "criterion", "n_pairs", "n_ratings", "n_images", "bootstrap", "metrics")
-_METRIC_ORDER = ("name", "run", "version", *STATISTICS, "ci95", "per_image")
+_METRIC_ORDER = ("name", "run", "version", "params", *STATISTICS, "ci95", "per_image")
 
 
 def _ordered(report: dict) -> dict:

@@ -90,6 +90,23 @@ class MetricScore(models.Model):
         return f"{self.run.metric}={self.value:.4f}"
 
 
+class DocumentFrequencyTable(models.Model):
+    """A supplied CIDEr-D document-frequency table (e.g. from COCO train2014 references).
+
+    ``counts`` maps space-joined n-grams to the number of documents containing them; identified by
+    the SHA-256 of its canonical JSON, which is what a run's parameters name.
+    """
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=255, help_text="file it was loaded from")
+    n_documents = models.PositiveIntegerField()
+    counts = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{self.name} ({self.n_documents:,} documents, {len(self.counts):,} n-grams)"
+
+
 class CaptionTokens(models.Model):
     """A caption after tokenisation (space-separated tokens), per tokenizer version."""
 

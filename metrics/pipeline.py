@@ -8,8 +8,12 @@ a retried or duplicated chunk never duplicates a score.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from django.conf import settings
@@ -18,7 +22,7 @@ from django.utils import timezone
 
 from crowd.models import Caption, Dataset
 
-from .models import CaptionTokens, MetricRun, MetricScore, params_key
+from .models import CaptionTokens, DocumentFrequencyTable, MetricRun, MetricScore, params_key
 from .scorers import registry
 from .scorers.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, ptb_tokenize
 from .signals import run_progress
@@ -50,24 +54,74 @@ def validate_metrics(keys: Sequence[str] | None) -> list[str]:
     return keys
 
 
-def run_params(dataset: Dataset, metric: str) -> dict:
-    """Parameters that determine a run's numbers; stored with it and part of its identity."""
+@dataclass(frozen=True)
+class SuppliedDocumentFrequency:
+    """A CIDEr-D document-frequency table read from a file, identified by its content hash."""
+
+    name: str
+    sha256: str
+    data: dict  # {"n_documents": int, "counts": {"w1 w2": df}}
+
+
+def read_document_frequency(path: str) -> SuppliedDocumentFrequency:
+    """Read and validate a document-frequency JSON file (the format of
+    :meth:`metrics.scorers.cider.DocumentFrequency.to_json`).
+
+    Raises PipelineError naming the file for a missing file, invalid JSON or a wrong structure.
+    """
+    from .scorers.cider import DocumentFrequency
+
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        table = DocumentFrequency.from_json(data)
+    except FileNotFoundError:
+        raise PipelineError(f"{path}: file not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PipelineError(f"{path}: not a JSON document-frequency table ({exc})") from None
+    except (TypeError, ValueError) as exc:
+        raise PipelineError(f"{path}: {exc}") from None
+    canonical = table.to_json()
+    digest = hashlib.sha256(json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return SuppliedDocumentFrequency(file.name, digest, canonical)
+
+
+def run_params(dataset: Dataset, metric: str, document_frequency: SuppliedDocumentFrequency | None = None) -> dict:
+    """Parameters that determine a run's numbers; stored with it and part of its identity.
+
+    CIDEr-D's ``document_frequency`` is ``"dataset"`` (df over the evaluated candidates' reference
+    sets, the COCO default) or ``{"table": sha256}`` for a supplied table.
+    """
     params = {"tokenizer": TOKENIZER, "references": dataset.reference_system.name}
     if registry.METRICS[metric].needs_corpus:
-        params["document_frequency"] = "dataset"  # df over the evaluated candidates' reference sets
+        params["document_frequency"] = (
+            "dataset" if document_frequency is None else {"table": document_frequency.sha256, "name": document_frequency.name}
+        )
     return params
 
 
-def plan_runs(dataset_name: str, metrics: Sequence[str] | None, force: bool = False) -> list[MetricRun]:
+def run_identity(params: dict) -> str:
+    """The part of the parameters that decides the numbers (a table's file name does not)."""
+    ident = dict(params)
+    if isinstance(ident.get("document_frequency"), dict):
+        ident["document_frequency"] = {"table": ident["document_frequency"]["table"]}
+    return params_key(ident)
+
+
+def plan_runs(
+    dataset_name: str, metrics: Sequence[str] | None, force: bool = False, cider_df: str | None = None
+) -> list[MetricRun]:
     """Validate and get or create one run per metric; nothing is written if validation fails.
 
-    ``force`` deletes the scores of existing runs so they are computed again.
+    ``force`` deletes the scores of existing runs so they are computed again. ``cider_df`` is the
+    path of a document-frequency JSON file for CIDEr-D (default: the dataset's own references).
 
-    Raises PipelineError for an unknown dataset, an unknown or unavailable metric, or a dataset
-    without reference captions or candidates.
+    Raises PipelineError for an unknown dataset, an unknown or unavailable metric, a bad
+    document-frequency file, or a dataset without reference captions or candidates.
     """
     dataset = get_dataset(dataset_name)
     keys = validate_metrics(metrics)
+    supplied = read_document_frequency(cider_df) if cider_df else None
     if dataset.reference_system_id is None or not dataset.references().exists():
         raise PipelineError(f"dataset {dataset.name!r} has no reference captions")
     total = dataset.candidates().count()
@@ -75,11 +129,16 @@ def plan_runs(dataset_name: str, metrics: Sequence[str] | None, force: bool = Fa
         raise PipelineError(f"dataset {dataset.name!r} has no candidate captions to score")
     runs = []
     with transaction.atomic():
+        if supplied is not None:
+            DocumentFrequencyTable.objects.get_or_create(
+                sha256=supplied.sha256,
+                defaults={"name": supplied.name, "n_documents": supplied.data["n_documents"], "counts": supplied.data["counts"]},
+            )
         for key in keys:
             metric = registry.METRICS[key]
-            params = run_params(dataset, key)
+            params = run_params(dataset, key, supplied)
             run, _ = MetricRun.objects.get_or_create(
-                dataset=dataset, metric=key, version=metric.version, params_key=params_key(params),
+                dataset=dataset, metric=key, version=metric.version, params_key=run_identity(params),
                 defaults={"params": params, "total": total},
             )
             if force:
@@ -151,15 +210,22 @@ _df_cache: dict[tuple, object] = {}
 
 
 def _document_frequency(run: MetricRun, refs_by_image: dict[int, list[str]]):
-    """Dataset-wide CIDEr-D document frequencies: one document per candidate, as pycocoevalcap
-    counts them when the whole dataset is scored at once. Cached per worker process."""
+    """The run's CIDEr-D document frequencies, cached per worker process.
+
+    Default: dataset-wide, one document per candidate, as pycocoevalcap counts them when the whole
+    dataset is scored at once. With a supplied table: that table, from the database."""
     from .scorers.cider import DocumentFrequency
 
-    key = (run.pk, run.total)
+    source = run.params.get("document_frequency", "dataset")
+    key = (run.pk, run.total, json.dumps(source, sort_keys=True))
     if key not in _df_cache:
-        image_ids = run.dataset.candidates().order_by("id").values_list("image_id", flat=True)
         _df_cache.clear()
-        _df_cache[key] = DocumentFrequency.from_references([refs_by_image[i] for i in image_ids])
+        if isinstance(source, dict):
+            table = DocumentFrequencyTable.objects.get(sha256=source["table"])
+            _df_cache[key] = DocumentFrequency.from_json({"n_documents": table.n_documents, "counts": table.counts})
+        else:
+            image_ids = run.dataset.candidates().order_by("id").values_list("image_id", flat=True)
+            _df_cache[key] = DocumentFrequency.from_references([refs_by_image[i] for i in image_ids])
     return _df_cache[key]
 
 

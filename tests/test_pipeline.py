@@ -1,4 +1,6 @@
 """compute_metrics with in-process Celery tasks: stored scores, idempotence, retries, failures, errors."""
+import json
+
 import numpy as np
 import pytest
 from django.core.management.base import CommandError
@@ -153,3 +155,47 @@ def test_correlate_errors(subset):
         run_command("correlate", "--dataset", "zzz", "--json")
     with pytest.raises(CommandError, match="unknown metric 'foo'"):
         run_command("correlate", "--dataset", "sub", "--metric", "foo", "--json")
+
+
+def test_supplied_document_frequency_table(subset, flickr8k_dir, tmp_path):
+    """CIDEr-D with a supplied df table (here: from all 5,664 Flickr8k-Expert pairs' references, a
+    corpus larger than the evaluated subset) equals cider_d called with that table, and is stored as
+    its own run beside the default one."""
+    from metrics.scorers.cider import DocumentFrequency, cider_d
+    from tests.flickr8k_data import load_flickr8k_expert_tokenized
+
+    table = DocumentFrequency.from_references([p.references for p in load_flickr8k_expert_tokenized()])
+    df_file = tmp_path / "flickr8k-df.json"
+    df_file.write_text(json.dumps(table.to_json()))
+
+    run_command("compute_metrics", "--dataset", "sub", "--metric", "cider_d", "--wait")
+    run_command("compute_metrics", "--dataset", "sub", "--metric", "cider_d", "--cider-df", str(df_file), "--wait")
+    runs = list(MetricRun.objects.filter(dataset=subset, metric="cider_d").order_by("id"))
+    assert len(runs) == 2 and all(r.status == MetricRun.DONE for r in runs)
+    assert runs[0].params["document_frequency"] == "dataset"
+    assert runs[1].params["document_frequency"]["name"] == "flickr8k-df.json"
+
+    cands, cand_tok, ref_tok = independent_inputs(subset)
+    expected = cider_d(cand_tok, ref_tok, df=table)
+    got = np.array([stored(runs[1])[c.pk] for c in cands])
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+    assert not np.allclose(got, np.array([stored(runs[0])[c.pk] for c in cands]))
+
+    default = json.loads(run_command("correlate", "--dataset", "sub", "--metric", "cider_d", "--json", "--resamples", "0"))
+    supplied = json.loads(
+        run_command("correlate", "--dataset", "sub", "--metric", "cider_d", "--cider-df", str(df_file), "--json", "--resamples", "0")
+    )
+    assert default["metrics"]["cider_d"]["run"] == runs[0].pk and supplied["metrics"]["cider_d"]["run"] == runs[1].pk
+
+
+def test_bad_document_frequency_file_changes_nothing(subset, tmp_path):
+    bad = tmp_path / "df.json"
+    bad.write_text('{"n_documents": 3}')
+    with pytest.raises(CommandError, match=r"df.json: document-frequency JSON must be an object"):
+        run_command("compute_metrics", "--dataset", "sub", "--metric", "cider_d", "--cider-df", str(bad))
+    bad.write_text("not json")
+    with pytest.raises(CommandError, match=r"df.json: not a JSON document-frequency table"):
+        run_command("compute_metrics", "--dataset", "sub", "--cider-df", str(bad))
+    with pytest.raises(CommandError, match=r"missing.json: file not found"):
+        run_command("compute_metrics", "--dataset", "sub", "--cider-df", str(tmp_path / "missing.json"))
+    assert MetricRun.objects.count() == 0

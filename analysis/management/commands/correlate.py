@@ -42,14 +42,15 @@ class Command(BaseCommand):
         )
         parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
         parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples (0 = no CIs)")
+        parser.add_argument("--cider-df", metavar="FILE", help="use the CIDEr-D run computed with this document-frequency table")
         parser.add_argument("--seed", type=int, default=0, help="bootstrap random seed")
 
-    def handle(self, *args, dataset, metrics, resamples, seed, **options):
+    def handle(self, *args, dataset, metrics, resamples, seed, cider_df, **options):
         as_json = options["json"]
         if resamples < 0:
             raise CommandError("--resamples must be >= 0")
         try:
-            report = correlation_report(dataset, metrics, n_resamples=resamples, seed=seed)
+            report = correlation_report(dataset, metrics, n_resamples=resamples, seed=seed, cider_df=cider_df)
         except (PipelineError, ReportError) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(json.dumps(report, indent=None) if as_json else format_table(report))

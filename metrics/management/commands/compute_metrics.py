@@ -26,11 +26,16 @@ class Command(BaseCommand):
         )
         parser.add_argument("--wait", action="store_true", help="wait for the workers and show progress")
         parser.add_argument("--force", action="store_true", help="discard stored scores and compute again")
+        parser.add_argument(
+            "--cider-df", metavar="FILE",
+            help="CIDEr-D document-frequency table (JSON: {\"n_documents\": N, \"counts\": {\"w1 w2\": df}}); "
+            "default: the dataset's own references",
+        )
         parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
 
-    def handle(self, *args, dataset, metrics, wait, force, timeout, **options):
+    def handle(self, *args, dataset, metrics, wait, force, timeout, cider_df, **options):
         try:
-            runs = pipeline.plan_runs(dataset, metrics, force=force)
+            runs = pipeline.plan_runs(dataset, metrics, force=force, cider_df=cider_df)
         except pipeline.PipelineError as exc:
             raise CommandError(str(exc)) from None
         todo = [r for r in runs if r.status != MetricRun.DONE]
