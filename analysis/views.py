@@ -52,13 +52,14 @@ def _report_or_none(dataset):
 def dataset_detail(request, name):
     dataset = get_object_or_404(Dataset, name=name)
     report, problem = _report_or_none(dataset)
+    runs = _runs(dataset)
     return render(
         request,
         "analysis/dataset.html",
         {
-            "dataset": dataset, "runs": [_run_dict(r) for r in _runs(dataset)], "report": report,
+            "dataset": dataset, "runs": [_run_dict(r) for r in runs], "report": report,
             "problem": problem, "unavailable": UNAVAILABLE,
-            "busy": any(r.status in (MetricRun.PENDING, MetricRun.RUNNING) for r in _runs(dataset)),
+            "busy": any(r.status in (MetricRun.PENDING, MetricRun.RUNNING) for r in runs),
         },
     )
 

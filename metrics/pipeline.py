@@ -198,10 +198,15 @@ def _tokens(caption_filter) -> dict[int, str]:
     )
 
 
-def _references_by_image(dataset: Dataset) -> dict[int, list[str]]:
-    tokens = _tokens({"caption__image__dataset": dataset, "caption__system_id": dataset.reference_system_id})
+def _references_by_image(dataset: Dataset, image_ids: Iterable[int] | None = None) -> dict[int, list[str]]:
+    """Tokenised references per image id, in caption-key order; all images, or only ``image_ids``."""
+    refs_qs = dataset.references()
+    if image_ids is not None:
+        refs_qs = refs_qs.filter(image_id__in=set(image_ids))
+    rows = list(refs_qs.order_by("image_id", "key").values_list("id", "image_id"))
+    tokens = _tokens({"caption_id__in": [cid for cid, _ in rows]})
     refs: dict[int, list[str]] = defaultdict(list)
-    for cid, image_id in dataset.references().order_by("image_id", "key").values_list("id", "image_id"):
+    for cid, image_id in rows:
         refs[image_id].append(tokens[cid])
     return refs
 
@@ -209,7 +214,7 @@ def _references_by_image(dataset: Dataset) -> dict[int, list[str]]:
 _df_cache: dict[tuple, object] = {}
 
 
-def _document_frequency(run: MetricRun, refs_by_image: dict[int, list[str]]):
+def _document_frequency(run: MetricRun):
     """The run's CIDEr-D document frequencies, cached per worker process.
 
     Default: dataset-wide, one document per candidate, as pycocoevalcap counts them when the whole
@@ -225,6 +230,7 @@ def _document_frequency(run: MetricRun, refs_by_image: dict[int, list[str]]):
             _df_cache[key] = DocumentFrequency.from_json({"n_documents": table.n_documents, "counts": table.counts})
         else:
             image_ids = run.dataset.candidates().order_by("id").values_list("image_id", flat=True)
+            refs_by_image = _references_by_image(run.dataset)
             _df_cache[key] = DocumentFrequency.from_references([refs_by_image[i] for i in image_ids])
     return _df_cache[key]
 
@@ -245,8 +251,8 @@ def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
     if len(cand_tokens) != len(todo):
         tokenize_dataset(dataset)
         cand_tokens = _tokens({"caption_id__in": todo})
-    refs_by_image = _references_by_image(dataset)
-    df = _document_frequency(run, refs_by_image) if registry.METRICS[run.metric].needs_corpus else None
+    refs_by_image = _references_by_image(dataset, rows.values())
+    df = _document_frequency(run) if registry.METRICS[run.metric].needs_corpus else None
     values = registry.score(
         run.metric, [cand_tokens[c] for c in todo], [refs_by_image[rows[c]] for c in todo], document_frequency=df
     )

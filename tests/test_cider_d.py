@@ -98,7 +98,7 @@ def test_hand_computed_clipping_and_length_penalty():
     df = DocumentFrequency(
         counts={("a",): 1.0, ("b",): 2.0, ("c",): 3.0, ("a", "b"): 1.0}, n_documents=4
     )
-    la, lb, lc = math.log(4) - math.log(1), math.log(4) - math.log(2), math.log(4) - math.log(3)
+    la, lb = math.log(4) - math.log(1), math.log(4) - math.log(2)
     lab, laa = math.log(4), math.log(4)
     # reference "a b": unigrams v_h = (a: 2 la, b: lb), v_r = (a: la, b: lb)
     s1 = (min(2 * la, la) * la + min(lb, lb) * lb) / (math.sqrt(4 * la**2 + lb**2) * math.sqrt(la**2 + lb**2))
