@@ -63,6 +63,13 @@ def completed_runs(dataset: Dataset, metrics=None, cider_df: str | None = None) 
     return runs
 
 
+def dataset_judgments(dataset: Dataset):
+    """The dataset's own (imported) caption-level judgments on its criterion; campaign judgments
+    have their own reports (:mod:`crowd.reports`)."""
+    qs = HumanJudgment.objects.filter(image__dataset=dataset, campaign__isnull=True, caption__isnull=False)
+    return qs.filter(criterion=dataset.criterion) if dataset.criterion else qs
+
+
 @dataclass
 class Rows:
     """One row per human rating: its caption, image, human score and each metric's score."""
@@ -77,9 +84,9 @@ def judgment_rows(dataset: Dataset, runs: dict[str, MetricRun]) -> Rows:
     """Gather the rating rows of ``dataset`` (judged candidates only) with their metric scores."""
     data = np.array(
         list(
-            HumanJudgment.objects.filter(caption__image__dataset=dataset)
+            dataset_judgments(dataset)
             .order_by("caption_id", "rater")
-            .values_list("caption_id", "caption__image_id", "score")
+            .values_list("caption_id", "image_id", "score")
         ),
         dtype=float,
     ).reshape(-1, 3)
@@ -108,7 +115,7 @@ def report_key(dataset: Dataset, runs: dict[str, MetricRun], n_resamples: int, s
     ident = {
         "dataset": [dataset.pk, dataset.fingerprint],
         "runs": {k: [r.pk, r.version, r.params_key, r.completed, str(r.finished_at)] for k, r in sorted(runs.items())},
-        "judgments": HumanJudgment.objects.filter(caption__image__dataset=dataset).count(),
+        "judgments": dataset_judgments(dataset).count(),
         "n_resamples": n_resamples,
         "seed": seed,
     }

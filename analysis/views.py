@@ -11,7 +11,7 @@ from metrics.models import MetricRun
 from metrics.scorers.registry import METRICS, UNAVAILABLE
 
 from . import plots
-from .reports import ReportError, completed_runs, correlation_report, judgment_rows, per_pair, report_csv_rows
+from .reports import ReportError, dataset_judgments, completed_runs, correlation_report, judgment_rows, per_pair, report_csv_rows
 
 
 def _runs(dataset):
@@ -33,7 +33,7 @@ def index(request):
             "dataset": d,
             "n_images": d.images.count(),
             "n_candidates": d.candidates().count(),
-            "n_ratings": HumanJudgment.objects.filter(caption__image__dataset=d).count(),
+            "n_ratings": dataset_judgments(d).count(),
             "runs": _runs(d),
         }
         for d in Dataset.objects.all()

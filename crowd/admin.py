@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Caption, Dataset, HumanJudgment, Image, System
+from .models import Assignment, Campaign, Caption, Dataset, HumanJudgment, Image, System, Worker, WorkerStatus
 
 
 @admin.register(Dataset)
@@ -32,6 +32,37 @@ class CaptionAdmin(admin.ModelAdmin):
 
 @admin.register(HumanJudgment)
 class HumanJudgmentAdmin(admin.ModelAdmin):
-    list_display = ("caption", "criterion", "rater", "score", "source")
+    list_display = ("image", "system", "caption", "criterion", "rater", "score", "source")
     list_filter = ("criterion", "source")
-    raw_id_fields = ("caption",)
+    raw_id_fields = ("image", "caption")
+
+
+@admin.register(Campaign)
+class CampaignAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "dataset", "state", "judgments_per_item", "created_at")
+    list_filter = ("kind", "state")
+    filter_horizontal = ("owners",)
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = ("provider", "external_id", "label", "user", "created_at")
+    search_fields = ("external_id", "label")
+
+
+@admin.register(WorkerStatus)
+class WorkerStatusAdmin(admin.ModelAdmin):
+    list_display = ("campaign", "worker", "state", "reason", "updated_at")
+    list_filter = ("state", "campaign")
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    """Assignments are never deleted (they are the audit trail of the campaign)."""
+
+    list_display = ("pk", "campaign", "item", "worker", "state", "slot", "counted", "late", "submitted_at")
+    list_filter = ("campaign", "state", "counted", "late")
+    raw_id_fields = ("item", "worker")
+
+    def has_delete_permission(self, request, obj=None):
+        return False

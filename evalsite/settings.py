@@ -100,6 +100,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None  # progress and results live in the database, not in Celery
+# `celery -A evalsite beat` runs these; expired assignments give their slot back to the pool.
+CELERY_BEAT_SCHEDULE = {
+    "expire-assignments": {"task": "crowd.expire_assignments", "schedule": 60.0},
+}
+
+# --- Campaigns ----------------------------------------------------------------------------------
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "crowd:campaigns"
+LOGOUT_REDIRECT_URL = "analysis:index"
 
 # --- Metrics ------------------------------------------------------------------------------------
 # Number of candidate captions one Celery task scores.

@@ -1,8 +1,11 @@
-"""URL configuration: the dashboard at /, Django's admin at /admin/."""
+"""URL configuration: the dashboard at /, campaigns at /campaigns/, rater pages at /rate/,
+login at /accounts/, Django's admin at /admin/."""
 from django.contrib import admin
 from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("crowd.urls")),
     path("", include("analysis.urls")),
 ]

@@ -14,3 +14,9 @@ def x100(value):
 @register.filter
 def get(mapping, key):
     return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def split(value, sep=None):
+    """Split a string (on whitespace by default), for loops over literal lists in templates."""
+    return str(value).split(sep)

@@ -175,7 +175,8 @@ def import_flickr8k_expert(directory: Path | str, name: str) -> ImportSummary:
         HumanJudgment.objects.bulk_create(
             [
                 HumanJudgment(
-                    caption_id=caption_ids[(image_ids[image], cid)], criterion="quality",
+                    caption_id=caption_ids[(image_ids[image], cid)], image_id=image_ids[image], system=cands,
+                    criterion="quality",
                     rater=f"expert_{k}", score=float(score), source="flickr8k-expert",
                 )
                 for image, cid, ratings in kept
@@ -195,5 +196,5 @@ def _counts(dataset: Dataset) -> dict[str, int]:
         "images": dataset.images.count(),
         "reference captions": dataset.references().count(),
         "candidate captions": dataset.candidates().count(),
-        "ratings": HumanJudgment.objects.filter(caption__image__dataset=dataset).count(),
+        "ratings": HumanJudgment.objects.filter(image__dataset=dataset).count(),
     }

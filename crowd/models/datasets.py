@@ -100,20 +100,68 @@ class Caption(models.Model):
 
 
 class HumanJudgment(models.Model):
-    """One rater's score of one candidate caption on one criterion (e.g. expert 2, quality, 3)."""
+    """One rater's score on one criterion of one candidate caption, or of one caption set.
 
-    caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="judgments")
+    Caption-level judgments (e.g. Flickr8k-Expert quality, campaign relevance) have ``caption`` set;
+    set-level judgments (caption-set diversity, Wang & Chan 2019) have ``caption`` empty and name the
+    caption set by ``image`` and ``system``. ``image`` and ``system`` are always filled, so both kinds
+    can be grouped by image. Judgments collected by a campaign point at it; imported ones do not.
+    """
+
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="judgments")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="judgments")
+    caption = models.ForeignKey(
+        Caption, null=True, blank=True, on_delete=models.CASCADE, related_name="judgments",
+        help_text="empty for a judgment of the whole caption set (image, system)",
+    )
     criterion = models.CharField(max_length=50)
     rater = models.CharField(max_length=100)
     score = models.FloatField()
     source = models.CharField(max_length=100, blank=True, help_text="import or campaign it came from")
+    campaign = models.ForeignKey(
+        "crowd.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="judgments",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["caption", "criterion", "rater"], name="judgment_unique_rater"),
+            models.UniqueConstraint(
+                fields=["caption", "criterion", "rater"], name="judgment_unique_rater",
+                condition=models.Q(caption__isnull=False),
+            ),
+            models.UniqueConstraint(
+                fields=["image", "system", "criterion", "rater"], name="set_judgment_unique_rater",
+                condition=models.Q(caption__isnull=True),
+            ),
         ]
-        ordering = ["caption", "criterion", "rater"]
+        indexes = [models.Index(fields=["campaign", "criterion"])]
+        ordering = ["image", "system", "caption", "criterion", "rater"]
 
     def __str__(self):
         return f"{self.rater}: {self.score}"
+
+
+class PairwiseJudgment(models.Model):
+    """A forced choice: which of two candidate captions B and C is closer to reference A
+    (PASCAL-50S protocol, Vedantam et al. 2015, Sec. 4). ``choice`` is ``"b"`` or ``"c"``."""
+
+    B, C = "b", "c"
+    reference = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+    caption_b = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+    caption_c = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+    rater = models.CharField(max_length=100)
+    choice = models.CharField(max_length=1, choices=[(B, "B"), (C, "C")])
+    source = models.CharField(max_length=100, blank=True)
+    campaign = models.ForeignKey(
+        "crowd.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="pairwise_judgments",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["reference", "caption_b", "caption_c", "rater"], name="pairwise_unique_rater"),
+            models.CheckConstraint(condition=models.Q(choice__in=["b", "c"]), name="pairwise_choice_b_or_c"),
+        ]
+
+    def __str__(self):
+        return f"{self.rater}: {self.choice}"

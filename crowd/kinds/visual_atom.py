@@ -1,0 +1,95 @@
+"""Visual-atom vote (seed 003: the visual atoms -- entities, actions and attributes -- of captions):
+for each of a dataset's most frequent atoms, is the word *visual*, i.e. could you see it in an
+image? Answers yes/no; aggregate = majority vote; the campaign page reports the share of atoms voted
+visual per category. Agreement: Krippendorff's alpha, nominal distance.
+
+The atoms are given to the campaign as (word, category[, count]) rows; until automatic atom
+extraction lands (issue 5) they come from a CSV file. Gold: words whose answer is not in doubt
+(``dog`` is visual, ``idea`` is not); a campaign may supply its own.
+"""
+from __future__ import annotations
+
+import re
+
+from .base import AnswerError, CampaignSpecError, ItemSpec, TaskKind, Unit
+
+CATEGORIES = ("entity", "action", "attribute")
+DEFAULT_GOLD = [
+    ("dog", "entity", True), ("red", "attribute", True), ("running", "action", True),
+    ("idea", "entity", False), ("yesterday", "attribute", False), ("believing", "action", False),
+]
+ABSTRACT = frozenset("idea yesterday believing thought reason time fact hope opinion meaning".split())
+
+
+class VisualAtom(TaskKind):
+    name = "visual_atom"
+    title = "Is this word visual?"
+    criteria = ("visual",)
+    agreement_level = "nominal"
+    aggregation = "majority"
+    template = "crowd/tasks/visual_atom.html"
+    template_version = "visual-atom-1"
+    instructions = (
+        "You will see a word that occurs in image captions, with its kind (a thing, an action or a "
+        "property) and example captions. Answer Yes if what the word names can be seen in a "
+        "photograph (for example 'dog', 'red', 'jumping'), and No if it cannot (for example 'idea', "
+        "'yesterday', 'believing')."
+    )
+
+    def build_items(self, dataset, options, rng):
+        from crowd.models import Caption
+
+        atoms = options.get("atoms") or []
+        if not atoms:
+            raise CampaignSpecError("a visual-atom campaign needs atoms: --atoms FILE with rows word,category[,count]")
+        items, seen = [], set()
+        for n, row in enumerate(atoms, start=1):
+            word, category = str(row[0]).strip().lower(), str(row[1]).strip().lower()
+            if not word or category not in CATEGORIES:
+                raise CampaignSpecError(f"atom {n}: need a word and a category in {', '.join(CATEGORIES)}, got {row!r}")
+            if (word, category) in seen:
+                raise CampaignSpecError(f"atom {n}: {word!r} ({category}) is listed twice")
+            seen.add((word, category))
+            count = int(row[2]) if len(row) > 2 and str(row[2]).strip() else None
+            examples = list(
+                Caption.objects.filter(image__dataset=dataset, text__iregex=rf"\m{re.escape(word)}\M"
+                                       if _is_postgres() else rf"\b{re.escape(word)}\b")
+                .order_by("pk").values_list("text", flat=True)[:3]
+            )
+            items.append(ItemSpec(f"atom-{category}-{word}", {"word": word, "category": category, "count": count,
+                                                                "examples": examples}))
+        gold = options.get("gold_atoms", DEFAULT_GOLD)
+        for g, (word, category, visual) in enumerate(gold, start=1):
+            items.append(ItemSpec(f"gold-{g}", {"word": word, "category": category, "count": None, "examples": []},
+                                  gold={"visual": bool(visual)}))
+        return items
+
+    def context(self, payload, order):
+        label = {"entity": "a thing", "action": "an action", "attribute": "a property"}[payload["category"]]
+        return {"word": payload["word"], "category": label, "examples": payload["examples"]}
+
+    def clean(self, payload, order, data, *, item=None):
+        raw = (data.get("visual") or "").strip()
+        if raw not in ("yes", "no"):
+            raise AnswerError({"visual": "answer Yes or No"})
+        return {"visual": raw == "yes"}
+
+    def check_gold(self, answer, gold):
+        return answer["visual"] == gold["visual"]
+
+    def units(self, item_key, payload, answer):
+        return [Unit(item_key, "visual", int(answer["visual"]))]
+
+    def simulate(self, payload, order, rng, profile, hints):
+        if profile.spammer:
+            return {"visual": rng.choice(["yes", "no"])}
+        visual = payload["word"] not in ABSTRACT
+        if rng.random() < profile.noise:
+            visual = not visual
+        return {"visual": "yes" if visual else "no"}
+
+
+def _is_postgres() -> bool:
+    from django.db import connection
+
+    return connection.vendor == "postgresql"

@@ -1,0 +1,84 @@
+"""python manage.py create_campaign KIND --dataset NAME --name SLUG [options]"""
+from datetime import timedelta
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from crowd import engine
+from crowd.kinds import KINDS, CampaignSpecError
+from crowd.models import Campaign, Dataset
+from crowd.views.owner import read_atoms
+
+
+class Command(BaseCommand):
+    help = (
+        "Create a rating campaign from an imported dataset, e.g. a caption-set diversity campaign: "
+        "create_campaign diversity --dataset flickr8k-expert --name div-100 --images 100 --owner alice --live"
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("kind", choices=list(KINDS))
+        parser.add_argument("--dataset", required=True)
+        parser.add_argument("--name", required=True, help="campaign name (slug, unique)")
+        parser.add_argument("--title", default="")
+        parser.add_argument("--owner", action="append", default=[], help="username of an owner (repeatable)")
+        parser.add_argument("--k", type=int, default=None, help="judgments per item (default: the kind's, 3 or 5)")
+        parser.add_argument("--images", type=int, default=None, help="random sample of this many images (default all)")
+        parser.add_argument("--systems", default="", help="diversity: comma-separated system names (default all)")
+        parser.add_argument("--captions-per-set", type=int, default=None, help="diversity: first m captions of a set")
+        parser.add_argument("--pairs-per-image", type=int, default=None, help="forced choice: (B, C) pairs per image")
+        parser.add_argument("--atoms", default=None, help="visual atoms: CSV file of word,category[,count]")
+        parser.add_argument("--image-url", default="", help="image URL template with {key}")
+        parser.add_argument("--gold", type=int, default=None, help="number of gold items (default 5%% of items, >= 2)")
+        parser.add_argument("--gold-every", type=int, default=10, help="a gold item every n tasks (0: none)")
+        parser.add_argument("--cap", type=int, default=None, help="at most this many items per worker")
+        parser.add_argument("--minutes", type=float, default=10, help="time a worker has for one task")
+        parser.add_argument("--lifetime-days", type=float, default=None)
+        parser.add_argument("--reward", default="0", help="reward per assignment in USD")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--live", action="store_true", help="publish at once (default: draft)")
+
+    def handle(self, *args, **o):
+        dataset = Dataset.objects.filter(name=o["dataset"]).first()
+        if dataset is None:
+            known = ", ".join(Dataset.objects.values_list("name", flat=True)) or "none imported"
+            raise CommandError(f"unknown dataset {o['dataset']!r} (datasets: {known})")
+        User = get_user_model()
+        owners = []
+        for username in o["owner"]:
+            user = User.objects.filter(username=username).first()
+            if user is None:
+                raise CommandError(f"unknown user {username!r}; create it with: python manage.py createsuperuser")
+            owners.append(user)
+        options = {}
+        for key in ("images", "captions_per_set", "pairs_per_image", "gold"):
+            if o[key] is not None:
+                options[key] = o[key]
+        if o["systems"]:
+            options["systems"] = [s.strip() for s in o["systems"].split(",") if s.strip()]
+        if o["image_url"]:
+            options["image_url"] = o["image_url"]
+        if o["atoms"]:
+            path = Path(o["atoms"])
+            try:
+                options["atoms"] = read_atoms(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CommandError(f"{path}: cannot read atoms ({exc})") from None
+        try:
+            campaign = engine.create_campaign(
+                dataset, o["kind"], name=o["name"], title=o["title"], owners=owners, k=o["k"],
+                per_worker_cap=o["cap"], assignment_seconds=int(60 * o["minutes"]),
+                lifetime=timedelta(days=o["lifetime_days"]) if o["lifetime_days"] else None,
+                reward=o["reward"], options=options, seed=o["seed"], gold_every=o["gold_every"],
+                state=Campaign.LIVE if o["live"] else Campaign.DRAFT,
+            )
+        except CampaignSpecError as exc:
+            raise CommandError(str(exc)) from None
+        counts = engine.campaign_counts(campaign)
+        self.stdout.write(
+            f"campaign {campaign.name!r} ({campaign.kind}, {campaign.state}): {counts['items']:,} items + "
+            f"{counts['gold_items']} gold, k = {campaign.judgments_per_item}, {counts['needed']:,} judgments needed"
+        )
+        if not owners:
+            self.stdout.write("no owner given: only superusers see it on /campaigns/ (add --owner USERNAME)")

@@ -1,0 +1,24 @@
+"""python manage.py invite_raters --campaign NAME -n 10 [--base-url http://host:8000]"""
+from django.core.management.base import BaseCommand, CommandError
+
+from crowd import engine
+from crowd.models import Campaign
+
+
+class Command(BaseCommand):
+    help = "Print invitation links for new local raters of a campaign."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--campaign", required=True)
+        parser.add_argument("-n", type=int, default=1)
+        parser.add_argument("--label", default="")
+        parser.add_argument("--base-url", default="http://127.0.0.1:8000")
+
+    def handle(self, *args, **o):
+        campaign = Campaign.objects.filter(name=o["campaign"]).first()
+        if campaign is None:
+            raise CommandError(f"unknown campaign {o['campaign']!r}")
+        if not 1 <= o["n"] <= 10_000:
+            raise CommandError("-n must be between 1 and 10000")
+        for w in engine.invite_workers(o["n"], label=o["label"]):
+            self.stdout.write(f"{o['base_url'].rstrip('/')}/rate/join/{w.token}/?next=/rate/{campaign.name}/")

@@ -1,0 +1,211 @@
+"""Rating campaigns: what is asked (kind, items), of whom (workers) and every attempt (assignments).
+
+Invariants the database itself enforces (the assignment engine, :mod:`crowd.engine`, relies on them):
+
+* one assignment per (item, worker): no worker ever judges an item twice, even after returning it;
+* one *slot* per (item, slot number): an item has ``k`` slots (numbers ``0 .. k-1``); an active or a
+  counted submitted assignment holds one, an expired or returned one releases it (its ``slot``
+  becomes NULL); so an item never has more than ``k`` counted judgments;
+* at most one active (accepted) assignment per worker and campaign.
+
+Assignments are never deleted: their state records what happened (accepted, submitted, approved,
+rejected, returned, expired). A submission that arrives after the deadline is kept and flagged
+``late``; it counts only if its item still has a free slot.
+"""
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+def new_token() -> str:
+    """A URL-safe secret of 22 characters (128 bits) for invitation links."""
+    return secrets.token_urlsafe(16)
+
+
+class Campaign(models.Model):
+    """A rating campaign of one task kind over items built from a dataset.
+
+    ``judgments_per_item`` is k (the number of distinct workers whose judgments count per item);
+    ``per_worker_cap`` bounds how many items one worker may do (None: no cap);
+    ``assignment_seconds`` is how long a worker holds an accepted item before it expires;
+    ``expires_at`` ends the campaign's lifetime; ``reward`` is per assignment, in US dollars.
+    """
+
+    DRAFT, LIVE, PAUSED, FINISHED = "draft", "live", "paused", "finished"
+    STATES = [(DRAFT, "draft"), (LIVE, "live"), (PAUSED, "paused"), (FINISHED, "finished")]
+    LOCAL = "local"
+    PROVIDERS = [(LOCAL, "local rater pool")]
+
+    name = models.SlugField(max_length=100, unique=True)
+    title = models.CharField(max_length=200)
+    kind = models.CharField(max_length=30)
+    dataset = models.ForeignKey("crowd.Dataset", on_delete=models.PROTECT, related_name="campaigns")
+    owners = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="campaigns")
+    instructions = models.TextField()
+    judgments_per_item = models.PositiveSmallIntegerField(default=3)
+    per_worker_cap = models.PositiveIntegerField(null=True, blank=True)
+    assignment_seconds = models.PositiveIntegerField(default=600)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    reward = models.DecimalField(max_digits=6, decimal_places=2, default=0)
+    state = models.CharField(max_length=10, choices=STATES, default=DRAFT)
+    provider = models.CharField(max_length=20, choices=PROVIDERS, default=LOCAL)
+    template_version = models.CharField(max_length=20)
+    options = models.JSONField(default=dict, blank=True, help_text="kind options used to build the items")
+    gold_every = models.PositiveSmallIntegerField(
+        default=10, help_text="a gold item is served as a worker's 1st task and then every n-th (0: never)"
+    )
+    gold_warn_below = models.FloatField(default=0.8, help_text="warn a worker whose gold accuracy is below")
+    gold_block_below = models.FloatField(default=0.5, help_text="block a worker whose gold accuracy is below")
+    gold_min_answers = models.PositiveSmallIntegerField(
+        default=3, help_text="gold answers needed before the thresholds apply"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(judgments_per_item__gte=1), name="campaign_k_positive"),
+            models.CheckConstraint(condition=models.Q(assignment_seconds__gte=10), name="campaign_duration_min"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    def is_owned_by(self, user) -> bool:
+        return bool(user and user.is_authenticated) and self.owners.filter(pk=user.pk).exists()
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+class Item(models.Model):
+    """One unit of work: what a worker sees, frozen at creation as ``payload`` (texts included, so
+    the record shows exactly what was rated). Gold items carry the expected answer in ``gold`` and
+    are served to every worker once, outside the k slots."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField(help_text="serving order (shuffled with the campaign seed)")
+    key = models.CharField(max_length=100, help_text="stable id of the item within its campaign")
+    payload = models.JSONField()
+    is_gold = models.BooleanField(default=False)
+    gold = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["campaign", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "key"], name="item_unique_key"),
+            models.UniqueConstraint(fields=["campaign", "position"], name="item_unique_position"),
+        ]
+        indexes = [models.Index(fields=["campaign", "is_gold", "position"])]
+
+    def __str__(self):
+        return f"{self.campaign.name}/{self.key}"
+
+
+class Worker(models.Model):
+    """A rater, identified per provider: a local account (``user``), an invitation link
+    (``token``), or an external id such as an MTurk WorkerId."""
+
+    provider = models.CharField(max_length=20, default=Campaign.LOCAL)
+    external_id = models.CharField(max_length=100)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="worker"
+    )
+    token = models.CharField(max_length=32, unique=True, default=new_token)
+    label = models.CharField(max_length=100, blank=True, help_text="who the invitation was for")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "external_id"], name="worker_unique_external_id"),
+        ]
+
+    def __str__(self):
+        return f"{self.provider}:{self.external_id}"
+
+    @property
+    def rater_id(self) -> str:
+        """The rater name written into judgments and exports."""
+        return f"{self.provider}:{self.external_id}"
+
+
+class WorkerStatus(models.Model):
+    """A worker's standing in one campaign: ``warned`` or ``blocked`` by quality control (or by an
+    owner), with the reason shown to owners; blocked workers are given no more tasks."""
+
+    OK, WARNED, BLOCKED = "ok", "warned", "blocked"
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="worker_statuses")
+    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="statuses")
+    state = models.CharField(max_length=10, choices=[(OK, "ok"), (WARNED, "warned"), (BLOCKED, "blocked")])
+    reason = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "worker"], name="worker_status_unique"),
+        ]
+
+
+class Assignment(models.Model):
+    """One worker's attempt at one item (the MTurk sense of *assignment*)."""
+
+    ACCEPTED, SUBMITTED, APPROVED, REJECTED, RETURNED, EXPIRED = (
+        "accepted", "submitted", "approved", "rejected", "returned", "expired",
+    )
+    STATES = [(s, s) for s in (ACCEPTED, SUBMITTED, APPROVED, REJECTED, RETURNED, EXPIRED)]
+    DONE_STATES = (SUBMITTED, APPROVED, REJECTED)
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="assignments")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="assignments")
+    worker = models.ForeignKey(Worker, on_delete=models.PROTECT, related_name="assignments")
+    slot = models.SmallIntegerField(
+        null=True, blank=True, help_text="slot held (0..k-1); NULL for gold, expired, returned or uncounted late work"
+    )
+    state = models.CharField(max_length=10, choices=STATES, default=ACCEPTED)
+    accepted_at = models.DateTimeField(default=timezone.now)
+    deadline = models.DateTimeField()
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    expired_at = models.DateTimeField(null=True, blank=True)
+    late = models.BooleanField(default=False, help_text="submitted after its deadline")
+    counted = models.BooleanField(default=False, help_text="its judgment is one of the item's k")
+    answer = models.JSONField(null=True, blank=True, help_text="validated answer, in item (not screen) order")
+    submit_key = models.CharField(max_length=64, blank=True, help_text="idempotency key of the submission")
+    work_seconds = models.FloatField(null=True, blank=True)
+    gold_correct = models.BooleanField(null=True, blank=True)
+    seed = models.BigIntegerField(help_text="seed of the presentation order")
+    order = models.JSONField(help_text="presentation order shown to the worker (kind-specific)")
+    template_version = models.CharField(max_length=20)
+    return_reason = models.TextField(blank=True)
+    provider_ref = models.CharField(max_length=100, blank=True, help_text="e.g. the MTurk AssignmentId")
+
+    class Meta:
+        ordering = ["campaign", "accepted_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "worker"], name="assignment_one_per_worker"),
+            models.UniqueConstraint(
+                fields=["item", "slot"], name="assignment_one_per_slot", condition=models.Q(slot__isnull=False)
+            ),
+            models.UniqueConstraint(
+                fields=["campaign", "worker"], name="assignment_one_active_per_worker",
+                condition=models.Q(state="accepted"),
+            ),
+            models.CheckConstraint(condition=models.Q(slot__gte=0) | models.Q(slot__isnull=True), name="slot_nonnegative"),
+            models.CheckConstraint(
+                condition=~models.Q(state__in=["returned", "expired"]) | models.Q(slot__isnull=True),
+                name="released_holds_no_slot",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["campaign", "state", "deadline"]),
+            models.Index(fields=["campaign", "worker", "state"]),
+        ]
+
+    def __str__(self):
+        return f"assignment {self.pk} ({self.state})"
+
+    @property
+    def is_overdue(self) -> bool:
+        return self.state == self.ACCEPTED and self.deadline <= timezone.now()

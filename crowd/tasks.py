@@ -1,0 +1,11 @@
+"""Celery tasks of the human side."""
+from celery import shared_task
+
+from . import engine
+
+
+@shared_task(name="crowd.expire_assignments")
+def expire_assignments() -> int:
+    """Expire accepted assignments past their deadline (slots go back to the pool; rows stay).
+    Scheduled every minute by ``CELERY_BEAT_SCHEDULE`` (run ``celery -A evalsite beat``)."""
+    return engine.expire_overdue()

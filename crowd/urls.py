@@ -1,0 +1,25 @@
+"""URLs of the human side: rater pages under /rate/, owner pages under /campaigns/."""
+from django.urls import path
+
+from .views import owner, rater
+
+app_name = "crowd"
+urlpatterns = [
+    # raters
+    path("rate/", rater.home, name="rater-home"),
+    path("rate/join/<str:token>/", rater.join, name="join"),
+    path("rate/<slug:name>/", rater.next_task, name="next"),
+    path("rate/<slug:name>/accept/", rater.accept, name="accept"),
+    path("rate/<slug:name>/task/<int:pk>/", rater.task, name="task"),
+    path("rate/<slug:name>/task/<int:pk>/submit/", rater.submit, name="submit"),
+    path("rate/<slug:name>/task/<int:pk>/return/", rater.return_task, name="return"),
+    # owners
+    path("campaigns/", owner.campaign_list, name="campaigns"),
+    path("campaigns/new/", owner.campaign_new, name="campaign-new"),
+    path("campaigns/<slug:name>/", owner.campaign_detail, name="campaign"),
+    path("campaigns/<slug:name>/report.json", owner.campaign_report_json, name="campaign-report"),
+    path("campaigns/<slug:name>/correlations/<slug:criterion>.png", owner.correlation_chart, name="campaign-chart"),
+    path("campaigns/<slug:name>/state/", owner.campaign_state, name="campaign-state"),
+    path("campaigns/<slug:name>/invite/", owner.campaign_invite, name="campaign-invite"),
+    path("campaigns/<slug:name>/judgments.<str:fmt>", owner.campaign_export, name="campaign-export"),
+]

@@ -1,0 +1,182 @@
+"""Rater pages: join by invitation, preview, accept, do, submit or return a task.
+
+A rater is a :class:`crowd.models.Worker`, found from the session (an invitation link puts it
+there) or from the logged-in Django user. Raters only ever see their own assignments: any other id
+answers 403/404 and changes nothing.
+"""
+from __future__ import annotations
+
+import random
+import secrets
+
+from django.contrib import messages
+from django.http import Http404, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from crowd import engine
+from crowd.kinds import AnswerError, get_kind
+from crowd.models import Assignment, Campaign, Worker
+
+SESSION_KEY = "crowd_worker_id"
+
+
+def current_worker(request) -> Worker | None:
+    """The rater making this request: the invited worker in the session, else the logged-in user's."""
+    wid = request.session.get(SESSION_KEY)
+    if wid:
+        worker = Worker.objects.filter(pk=wid).first()
+        if worker:
+            return worker
+    if request.user.is_authenticated:
+        return engine.worker_for_user(request.user)
+    return None
+
+
+def _need_worker(request):
+    worker = current_worker(request)
+    if worker is None:
+        return None, render(request, "crowd/rater/no_worker.html", status=403)
+    return worker, None
+
+
+@require_GET
+def join(request, token):
+    """An invitation link: remember the worker in this browser session and go to the campaigns."""
+    worker = get_object_or_404(Worker, token=token)
+    request.session.cycle_key()
+    request.session[SESSION_KEY] = worker.pk
+    target = request.GET.get("next", "")
+    if not target.startswith("/rate/"):
+        target = reverse("crowd:rater-home")
+    return redirect(target)
+
+
+@require_GET
+def home(request):
+    worker, denied = _need_worker(request)
+    if denied:
+        return denied
+    campaigns = Campaign.objects.filter(state=Campaign.LIVE).order_by("title")
+    return render(request, "crowd/rater/home.html", {"worker": worker, "campaigns": campaigns})
+
+
+def _live_campaign(name):
+    campaign = get_object_or_404(Campaign, name=name)
+    if campaign.state == Campaign.DRAFT:
+        raise Http404("no such campaign")
+    return campaign
+
+
+@require_GET
+def next_task(request, name):
+    """Continue an accepted task, or preview the next one with an Accept button, or say why not."""
+    worker, denied = _need_worker(request)
+    if denied:
+        return denied
+    campaign = _live_campaign(name)
+    current = engine.active_assignment(campaign, worker)
+    if current:
+        return redirect("crowd:task", name=campaign.name, pk=current.pk)
+    reason = engine.unavailable_reason(campaign, worker)
+    item = None if reason else engine.preview(campaign, worker)
+    if item is None:
+        reason = reason or "done"
+        return render(request, "crowd/rater/none.html", {
+            "campaign": campaign, "reason": reason, "message": engine.REASONS[reason],
+        })
+    spec = get_kind(campaign.kind)
+    order = spec.presentation_order(item.payload, random.Random(0))
+    return render(request, "crowd/rater/task.html", {
+        "campaign": campaign, "spec": spec, "payload": item.payload, "preview": True,
+        "task": spec.context(item.payload, order), "kind_template": spec.template,
+    })
+
+
+@require_POST
+def accept(request, name):
+    worker, denied = _need_worker(request)
+    if denied:
+        return denied
+    campaign = _live_campaign(name)
+    try:
+        assignment = engine.accept(campaign, worker)
+    except engine.NoTask as exc:
+        return render(request, "crowd/rater/none.html", {"campaign": campaign, "reason": exc.code, "message": str(exc)})
+    except engine.EngineError as exc:
+        return render(request, "crowd/rater/error.html", {"campaign": campaign, "message": str(exc)}, status=exc.status)
+    return redirect("crowd:task", name=campaign.name, pk=assignment.pk)
+
+
+def _own_assignment(request, name, pk):
+    worker, denied = _need_worker(request)
+    if denied:
+        return None, None, denied
+    assignment = Assignment.objects.select_related("campaign", "item").filter(pk=pk, campaign__name=name).first()
+    if assignment is None:
+        raise Http404("no such task")
+    if assignment.worker_id != worker.pk:
+        return None, None, HttpResponseForbidden("This task belongs to another rater.")
+    return worker, assignment, None
+
+
+def _render_task(request, assignment, errors=None, data=None, status=200):
+    spec = get_kind(assignment.campaign.kind)
+    return render(request, "crowd/rater/task.html", {
+        "campaign": assignment.campaign, "spec": spec, "assignment": assignment, "payload": assignment.item.payload,
+        "task": spec.context(assignment.item.payload, assignment.order), "kind_template": spec.template,
+        "errors": errors or {}, "data": data or {}, "submit_key": secrets.token_hex(16),
+        "seconds_left": max(0, int((assignment.deadline - timezone.now()).total_seconds())),
+    }, status=status)
+
+
+@require_GET
+def task(request, name, pk):
+    worker, assignment, denied = _own_assignment(request, name, pk)
+    if denied:
+        return denied
+    if assignment.state != Assignment.ACCEPTED:
+        return render(request, "crowd/rater/error.html", {
+            "campaign": assignment.campaign, "message": f"This task is {assignment.state}.",
+        }, status=409)
+    return _render_task(request, assignment)
+
+
+@require_POST
+def submit(request, name, pk):
+    worker, assignment, denied = _own_assignment(request, name, pk)
+    if denied:
+        return denied
+    try:
+        result = engine.submit(
+            assignment.pk, worker, request.POST, submit_key=request.POST.get("submit_key", ""),
+            item_id=request.POST.get("item"),
+        )
+    except AnswerError as exc:
+        assignment.refresh_from_db()
+        return _render_task(request, assignment, errors=exc.errors, data=request.POST, status=400)
+    except engine.EngineError as exc:
+        return render(request, "crowd/rater/error.html", {
+            "campaign": assignment.campaign, "message": str(exc), "code": exc.code,
+        }, status=exc.status)
+    if result.late and not result.counted:
+        messages.warning(request, "Your answer arrived after the time limit; it was kept and flagged for the owner.")
+    elif result.created:
+        messages.success(request, "Thank you, your answer was saved.")
+    return redirect("crowd:next", name=name)
+
+
+@require_POST
+def return_task(request, name, pk):
+    worker, assignment, denied = _own_assignment(request, name, pk)
+    if denied:
+        return denied
+    try:
+        engine.return_assignment(assignment.pk, worker, request.POST.get("reason", ""))
+    except engine.EngineError as exc:
+        return render(request, "crowd/rater/error.html", {"campaign": assignment.campaign, "message": str(exc)},
+                      status=exc.status)
+    messages.info(request, "The task was returned.")
+    return redirect("crowd:next", name=name)
