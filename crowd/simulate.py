@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db import close_old_connections, connection
+from django.db import connection
 from django.utils import timezone
 
 from .kinds import RaterProfile, get_kind
@@ -31,6 +31,7 @@ CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 SUBMIT_KEY = re.compile(r'name="submit_key" value="([^"]+)"')
 ITEM = re.compile(r'name="item" value="([^"]+)"')
 TASK_URL = re.compile(r"/rate/[\w-]+/task/(\d+)/$")
+DB_SLOTS = threading.BoundedSemaphore(4)
 
 
 @dataclass
@@ -104,6 +105,17 @@ class SimulatedRater:
         self.spec, self.hints, self.result, self.lock = get_kind(campaign.kind), hints, result, lock
         self.abandoned: list[tuple[int, dict, str]] = []
 
+    def read(self, query):
+        """Run a database query for the simulation itself. Over HTTP, at most a few raters hold a
+        connection at once and close it at once, so the server keeps the connections it needs."""
+        if isinstance(self.http, ClientTransport):
+            return query()
+        with DB_SLOTS:
+            try:
+                return query()
+            finally:
+                connection.close()
+
     def count(self, key, n=1):
         with self.lock:
             self.result.counts[key] += n
@@ -125,10 +137,10 @@ class SimulatedRater:
             else:
                 status, location, html = self.http.post(f"/rate/{self.campaign.name}/accept/", {"csrfmiddlewaretoken": CSRF.search(html).group(1)})
                 if status != 302:
-                    self.count(f"http_{status}")
-                    if 'id="reason"' in html:
+                    if 'id="reason"' in html:  # taken by others since the preview
                         self.flush_late()
                         return re.search(r'data-reason="(\w+)"', html).group(1)
+                    self.count(f"http_{status}")
                     continue
                 task_path = _path(location)
             self.do_task(task_path)
@@ -140,7 +152,7 @@ class SimulatedRater:
             self.count(f"http_{status}")
             return
         pk = int(TASK_URL.search(task_path).group(1))
-        a = Assignment.objects.select_related("item").get(pk=pk)
+        a = self.read(lambda: Assignment.objects.select_related("item").get(pk=pk))
         form = {
             "csrfmiddlewaretoken": CSRF.search(html).group(1), "submit_key": SUBMIT_KEY.search(html).group(1),
             "item": ITEM.search(html).group(1),
@@ -153,7 +165,8 @@ class SimulatedRater:
             return
         if roll < self.faults.return_task + self.faults.abandon:
             # time passes: the deadline is over; the expiry sweep will return the slot
-            Assignment.objects.filter(pk=pk, state=Assignment.ACCEPTED).update(deadline=timezone.now() - timedelta(seconds=1))
+            self.read(lambda: Assignment.objects.filter(pk=pk, state=Assignment.ACCEPTED).update(
+                deadline=timezone.now() - timedelta(seconds=1)))
             self.count("abandoned")
             if self.rng.random() < self.faults.late_submit:
                 self.abandoned.append((pk, form, task_path))
@@ -201,11 +214,7 @@ def simulate(
         r.join()
 
     def work(rater):
-        try:
-            reason = rater.run()
-        finally:
-            if url and connection.vendor != "sqlite":
-                close_old_connections()
+        reason = rater.run()
         with lock:
             result.stop_reasons[reason] += 1
 

@@ -3,10 +3,8 @@ downloads that carry the same numbers, and a live progress percentage."""
 import csv
 import io
 import json
-import shutil
 
 import pytest
-from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -15,22 +13,6 @@ from metrics.models import MetricRun
 from .conftest import run_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-
-
-@pytest.fixture
-def browser(tmp_path):
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.fail("chromium and chromedriver are required (./run test installs Debian's chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", f"--user-data-dir={tmp_path / 'chrome-profile'}", "--window-size=1400,2200"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
-    yield driver
-    driver.quit()
 
 
 @pytest.fixture
