@@ -267,6 +267,9 @@ def test_answer_with_the_mouse(browser, live_server, dataset, kind):
 
 
 # --- invalid answers -------------------------------------------------------------------------------------
+# Each case: make a bad answer the browser would let through (HTML5 constraint removed where there
+# is one), return the field the server must name and a check that the typed value was kept; then
+# ``fix_*`` corrects it on the error page and submits, and returns the answer expected in item order.
 def bad_diversity(driver):
     driver.execute_script("document.getElementById('set_0').removeAttribute('max')")
     driver.find_element(By.ID, "set_0").send_keys("1.7")
@@ -275,10 +278,26 @@ def bad_diversity(driver):
     return "set_0", lambda d: d.find_element(By.ID, "set_0").get_attribute("value") == "1.7"
 
 
+def fix_diversity(driver, a):
+    box = driver.find_element(By.ID, "set_0")
+    box.clear()
+    box.send_keys("0.9", Keys.ENTER)
+    scores = [0.5] * len(a.order["sets"])
+    scores[a.order["sets"][0]] = 0.9
+    return {"scores": scores}
+
+
 def bad_description(driver):
     driver.execute_script("document.getElementById('description').removeAttribute('required')")
     driver.find_element(By.ID, "description").send_keys("Nice dog")
     return "description", lambda d: d.find_element(By.ID, "description").get_attribute("value") == "Nice dog"
+
+
+def fix_description(driver, a):
+    box = driver.find_element(By.ID, "description")
+    box.send_keys(" sleeping on a red sofa")
+    driver.find_element(By.ID, "submit").click()
+    return {"text": "Nice dog sleeping on a red sofa"}
 
 
 def bad_rating(driver):
@@ -287,8 +306,19 @@ def bad_rating(driver):
     return "thoroughness", lambda d: True
 
 
-@pytest.mark.parametrize("kind,bad", [("diversity", bad_diversity), ("description", bad_description), ("rating", bad_rating)])
-def test_invalid_answer_shows_error_and_stores_nothing(browser, live_server, dataset, kind, bad):
+def fix_rating(driver, a):
+    click_label(driver, "relevance", "3")
+    click_label(driver, "thoroughness", "4")
+    driver.find_element(By.ID, "submit").click()
+    return {"relevance": 3, "thoroughness": 4}
+
+
+@pytest.mark.parametrize("kind,bad,fix", [
+    ("diversity", bad_diversity, fix_diversity),
+    ("description", bad_description, fix_description),
+    ("rating", bad_rating, fix_rating),
+])
+def test_invalid_answer_shows_error_and_stores_nothing(browser, live_server, dataset, kind, bad, fix):
     campaign, worker = start(browser, live_server, dataset, kind)
     a = accept_with_mouse(browser, campaign, worker)
     field, kept = bad(browser)
@@ -300,24 +330,16 @@ def test_invalid_answer_shows_error_and_stores_nothing(browser, live_server, dat
     assert field in error.text and error.get_attribute("role") == "alert"
     assert kept(browser)  # what was typed is still there to correct
     assert browser.find_element(By.ID, "submit").is_enabled()
+    assert not browser.find_elements(By.CSS_SELECTOR, "ul.messages li")
     a.refresh_from_db()
-    assert (a.state, a.answer, a.submitted_at, a.counted) == (Assignment.ACCEPTED, None, None, False)
+    assert (a.state, a.answer, a.submitted_at, a.counted, a.slot) == (Assignment.ACCEPTED, None, None, False, 0)
     assert not HumanJudgment.objects.filter(campaign=campaign).exists()
     assert not Caption.objects.filter(system__name=system_name(campaign)).exists()
-    assert not browser.find_elements(By.CSS_SELECTOR, "ul.messages li")
-
-
-def test_corrected_answer_is_then_accepted(browser, live_server, dataset):
-    campaign, worker = start(browser, live_server, dataset, "diversity")
-    a = accept_with_mouse(browser, campaign, worker)
-    bad_diversity(browser)
-    browser.find_element(By.ID, "submit").click()
-    box = wait(browser).until(lambda d: d.find_elements(By.ID, "form-errors") and d.find_element(By.ID, "set_0"))
-    box.clear()
-    box.send_keys("0.9", Keys.ENTER)
-    assert after_submit(browser, box) == "preview"
-    a = assert_submitted(a)
-    assert a.answer["scores"][a.order["sets"][0]] == 0.9
+    # Corrected on the error page, the answer is stored.
+    form = browser.find_element(By.ID, "task-form")
+    expected = fix(browser, a)
+    assert after_submit(browser, form) == "preview"
+    assert assert_submitted(a).answer == expected
 
 
 # --- returning a task --------------------------------------------------------------------------------------

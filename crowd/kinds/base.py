@@ -137,6 +137,12 @@ class TaskKind:
         return {}
 
 
+def default_gold(n_items: int) -> int:
+    """Default number of gold items: 5 % of the items, at least 5 (so that a worker can answer the
+    3 gold items the default blocking threshold needs, and more)."""
+    return max(5, n_items // 20)
+
+
 def image_fields(image, url_template: str | None) -> dict:
     """The payload fields that show an image: its id, key and URL (``url_template`` may use
     ``{key}``; without it, the image's own URL, which may be empty)."""

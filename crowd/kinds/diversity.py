@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 
-from .base import AnswerError, CampaignSpecError, ItemSpec, TaskKind, Unit, image_fields, parse_number, pick_images, words
+from .base import AnswerError, default_gold, CampaignSpecError, ItemSpec, TaskKind, Unit, image_fields, parse_number, pick_images, words
 
 GOLD_MAX = 0.2
 
@@ -77,7 +77,7 @@ class Diversity(TaskKind):
             raise CampaignSpecError(
                 f"no image of dataset {dataset.name!r} has a caption set of at least 2 captions for the chosen systems"
             )
-        n_gold = options.get("gold", max(2, len(items) // 20))
+        n_gold = options.get("gold", default_gold(len(items)))
         for g in range(n_gold):
             base = rng.choice(items).payload
             real = rng.choice(base["sets"])

@@ -9,7 +9,7 @@ Krippendorff's alpha, nominal distance. Gold: B (or C) is a copy of A and must w
 """
 from __future__ import annotations
 
-from .base import AnswerError, CampaignSpecError, ItemSpec, TaskKind, Unit, image_fields, pick_images, words
+from .base import AnswerError, default_gold, CampaignSpecError, ItemSpec, TaskKind, Unit, image_fields, pick_images, words
 
 
 def overlap(a: str, b: str) -> float:
@@ -61,7 +61,7 @@ class ForcedChoice(TaskKind):
             raise CampaignSpecError(
                 f"no image of dataset {dataset.name!r} has a reference caption and two other captions"
             )
-        n_gold = options.get("gold", max(2, len(items) // 20))
+        n_gold = options.get("gold", default_gold(len(items)))
         for g in range(n_gold):
             base = rng.choice(items).payload
             copy_side = rng.choice(["b", "c"])

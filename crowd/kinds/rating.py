@@ -9,7 +9,7 @@ with this image's references) must get relevance 1.
 """
 from __future__ import annotations
 
-from .base import AnswerError, CampaignSpecError, ItemSpec, TaskKind, Unit, image_fields, parse_number, pick_images, words
+from .base import AnswerError, default_gold, CampaignSpecError, ItemSpec, TaskKind, Unit, image_fields, parse_number, pick_images, words
 
 STOP = frozenset("a an the of in on at to and with is are its it his her their for from by".split())
 
@@ -49,7 +49,7 @@ class Rating(TaskKind):
         for image_id, text in dataset.references().values_list("image_id", "text"):
             refs.setdefault(image_id, set()).update(w for w in words(text) if w not in STOP)
         pool = list(Caption.objects.filter(image__dataset=dataset).values_list("image_id", "text"))
-        n_gold = options.get("gold", max(2, len(items) // 20))
+        n_gold = options.get("gold", default_gold(len(items)))
         for g in range(n_gold):
             for _ in range(200):
                 target = rng.choice(items).payload

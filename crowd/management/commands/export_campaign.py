@@ -1,6 +1,4 @@
 """python manage.py export_campaign NAME [--format csv|jsonl] [--output FILE]"""
-import sys
-
 from django.core.management.base import BaseCommand, CommandError
 
 from crowd import export
@@ -21,7 +19,7 @@ class Command(BaseCommand):
             raise CommandError(f"unknown campaign {o['name']!r}")
         text = export.to_csv(campaign) if o["format"] == "csv" else export.to_jsonl(campaign)
         if o["output"] == "-":
-            sys.stdout.write(text)
+            self.stdout.write(text, ending="")
         else:
             with open(o["output"], "w", encoding="utf-8", newline="") as fh:
                 fh.write(text)
