@@ -139,12 +139,37 @@ def _visual_atoms(campaign):
     return {cat: {"visual": v, "atoms": n, "share": v / n} for cat, (v, n) in sorted(per.items())}
 
 
+def position_bias(campaign) -> dict | None:
+    """How answers depend on where things were shown (the order stored on each assignment):
+    diversity -- mean score per screen position of a set; forced choice -- share of choices of the
+    first-shown caption (0.5 without bias), with its binomial two-sided p-value (scipy.stats.binomtest)."""
+    from scipy.stats import binomtest
+
+    from crowd.models import Assignment
+
+    done = Assignment.objects.filter(campaign=campaign, counted=True).values_list("order", "answer")
+    if campaign.kind == "diversity":
+        by_pos = defaultdict(list)
+        for order, answer in done:
+            for pos, index in enumerate(order["sets"]):
+                by_pos[pos + 1].append(answer["scores"][index])
+        return {"mean_by_position": {p: float(np.mean(v)) for p, v in sorted(by_pos.items())}} if by_pos else None
+    if campaign.kind == "forced_choice":
+        first = [answer["position"] == 1 for _, answer in done]
+        if not first:
+            return None
+        return {"first_shown_share": sum(first) / len(first), "n": len(first),
+                "p_value": float(binomtest(sum(first), len(first), 0.5).pvalue)}
+    return None
+
+
 def campaign_report(campaign, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict:
     """The campaign report as a JSON-serialisable dict::
 
         {"campaign", "kind", "dataset", "progress": {...}, "agreement": {criterion: {...}},
          "ceiling": {criterion: split-half dict}, "correlations": {criterion: {metric: {...}}},
-         "forced_choice": {...} | None, "visual_atoms": {...} | None, "notes": [str],
+         "forced_choice": {...} | None, "visual_atoms": {...} | None, "position_bias": {...} | None,
+         "notes": [str],
          "bootstrap": {"n_resamples", "seed", "unit": "image"}}
     """
     spec = get_kind(campaign.kind)
@@ -152,7 +177,8 @@ def campaign_report(campaign, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 
     report = {
         "campaign": campaign.name, "kind": campaign.kind, "dataset": campaign.dataset.name,
         "progress": engine.campaign_counts(campaign), "agreement": quality.agreement(campaign),
-        "ceiling": {}, "correlations": {}, "forced_choice": None, "visual_atoms": None, "notes": [],
+        "ceiling": {}, "correlations": {}, "forced_choice": None, "visual_atoms": None,
+        "position_bias": position_bias(campaign), "notes": [],
         "bootstrap": {"n_resamples": n_resamples, "seed": seed, "unit": "image"},
     }
     if not scores:

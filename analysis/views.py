@@ -6,12 +6,20 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from crowd.models import Dataset, HumanJudgment
+from crowd.models import Dataset
 from metrics.models import MetricRun
 from metrics.scorers.registry import METRICS, UNAVAILABLE
 
 from . import plots
-from .reports import ReportError, dataset_judgments, completed_runs, correlation_report, judgment_rows, per_pair, report_csv_rows
+from .reports import (
+    ReportError,
+    completed_runs,
+    correlation_report,
+    dataset_judgments,
+    judgment_rows,
+    per_pair,
+    report_csv_rows,
+)
 
 
 def _runs(dataset):

@@ -1,6 +1,16 @@
 from django.contrib import admin
 
-from .models import Assignment, Campaign, Caption, Dataset, HumanJudgment, Image, System, Worker, WorkerStatus
+from .models import (
+    Assignment,
+    Campaign,
+    Caption,
+    Dataset,
+    HumanJudgment,
+    Image,
+    System,
+    Worker,
+    WorkerStatus,
+)
 
 
 @admin.register(Dataset)

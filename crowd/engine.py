@@ -28,7 +28,15 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .kinds import AnswerError, CampaignSpecError, get_kind
-from .models import Assignment, Campaign, HumanJudgment, Item, PairwiseJudgment, Worker, WorkerStatus
+from .models import (
+    Assignment,
+    Campaign,
+    HumanJudgment,
+    Item,
+    PairwiseJudgment,
+    Worker,
+    WorkerStatus,
+)
 
 ACTIVE = Assignment.ACCEPTED
 

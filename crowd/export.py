@@ -45,7 +45,9 @@ def rows(campaign):
             yield base | {"unit": u.key, "criterion": u.criterion, "value": u.value}
 
 
-def _safe(value):
+def safe_cell(value):
+    """A CSV cell: text starting with = + - @ tab or CR gets a leading apostrophe (formula
+    injection); lists and dicts become compact JSON; None becomes empty."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     if isinstance(value, (dict, list)):
@@ -60,7 +62,7 @@ def to_csv(campaign) -> str:
     writer = csv.writer(buf)
     writer.writerow(COLUMNS)
     for r in rows(campaign):
-        writer.writerow([_safe(r[c]) for c in COLUMNS])
+        writer.writerow([safe_cell(r[c]) for c in COLUMNS])
     return buf.getvalue()
 
 

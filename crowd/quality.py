@@ -10,7 +10,11 @@ from __future__ import annotations
 import statistics as pystats
 from collections import defaultdict
 
-from analysis.statistics import dawid_skene, krippendorff_alpha_from_triples, majority_vote
+from analysis.statistics import (
+    dawid_skene,
+    krippendorff_alpha_from_triples,
+    majority_vote,
+)
 
 from .kinds import get_kind
 from .models import Assignment, Campaign, Worker, WorkerStatus

@@ -128,23 +128,30 @@ class SimulatedRater:
     def run(self, max_tasks: int = 10_000) -> str:
         """Work until there is no task; returns the reason given by the server."""
         for _ in range(max_tasks):
-            status, location, html = self.http.get(f"/rate/{self.campaign.name}/")
-            if status == 302:
-                task_path = _path(location)
-            elif 'id="reason"' in html:
-                self.flush_late()
-                return re.search(r'data-reason="(\w+)"', html).group(1)
-            else:
-                status, location, html = self.http.post(f"/rate/{self.campaign.name}/accept/", {"csrfmiddlewaretoken": CSRF.search(html).group(1)})
-                if status != 302:
-                    if 'id="reason"' in html:  # taken by others since the preview
-                        self.flush_late()
-                        return re.search(r'data-reason="(\w+)"', html).group(1)
-                    self.count(f"http_{status}")
-                    continue
-                task_path = _path(location)
-            self.do_task(task_path)
+            reason = self.step()
+            if reason:
+                return reason
         return "max_tasks"
+
+    def step(self) -> str | None:
+        """Do one task (or try to); returns the server's reason when there is none."""
+        status, location, html = self.http.get(f"/rate/{self.campaign.name}/")
+        if status == 302:
+            task_path = _path(location)
+        elif 'id="reason"' in html:
+            self.flush_late()
+            return re.search(r'data-reason="(\w+)"', html).group(1)
+        else:
+            status, location, html = self.http.post(f"/rate/{self.campaign.name}/accept/", {"csrfmiddlewaretoken": CSRF.search(html).group(1)})
+            if status != 302:
+                if 'id="reason"' in html:  # taken by others since the preview
+                    self.flush_late()
+                    return re.search(r'data-reason="(\w+)"', html).group(1)
+                self.count(f"http_{status}")
+                return None
+            task_path = _path(location)
+        self.do_task(task_path)
+        return None
 
     def do_task(self, task_path):
         status, _, html = self.http.get(task_path)
@@ -229,9 +236,14 @@ def simulate(
                     t.start()
                 for t in batch:
                     t.join()
-        else:
-            for r in team:
-                work(r)
+        else:  # in-process: the raters take turns, one task each
+            active = list(team)
+            while active:
+                for r in list(active):
+                    reason = r.step()
+                    if reason:
+                        result.stop_reasons[reason] += 1
+                        active.remove(r)
         engine.expire_overdue(campaign)
         after = Assignment.objects.filter(campaign=campaign, state__in=Assignment.DONE_STATES).count()
         if after == before:

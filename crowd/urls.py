@@ -21,5 +21,6 @@ urlpatterns = [
     path("campaigns/<slug:name>/correlations/<slug:criterion>.png", owner.correlation_chart, name="campaign-chart"),
     path("campaigns/<slug:name>/state/", owner.campaign_state, name="campaign-state"),
     path("campaigns/<slug:name>/invite/", owner.campaign_invite, name="campaign-invite"),
+    path("campaigns/<slug:name>/aggregate.csv", owner.campaign_aggregate, name="campaign-aggregate"),
     path("campaigns/<slug:name>/judgments.<str:fmt>", owner.campaign_export, name="campaign-export"),
 ]

@@ -23,6 +23,7 @@ from analysis.statistics import (
     ALPHA_LEVELS,
     DawidSkeneResult,
     SplitHalfResult,
+    agreement,
     dawid_skene,
     krippendorff_alpha,
     krippendorff_alpha_from_triples,
@@ -30,7 +31,6 @@ from analysis.statistics import (
     majority_vote_shares,
     split_half_reliability,
 )
-from analysis.statistics import agreement
 from analysis.statistics.agreement import (
     _ratio_expected_exact,
     _ratio_expected_quadrature,

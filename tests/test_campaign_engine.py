@@ -9,8 +9,17 @@ from django.utils import timezone
 
 from crowd import engine
 from crowd.kinds import AnswerError, CampaignSpecError
-from crowd.models import Assignment, Campaign, Caption, Dataset, HumanJudgment, Item, PairwiseJudgment, WorkerStatus
-from crowd.models import System
+from crowd.models import (
+    Assignment,
+    Campaign,
+    Caption,
+    Dataset,
+    HumanJudgment,
+    Item,
+    PairwiseJudgment,
+    System,
+    WorkerStatus,
+)
 
 from .conftest import run_command
 

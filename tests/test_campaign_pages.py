@@ -82,7 +82,7 @@ def test_rating_campaign_correlations_follow_the_simulated_truth(scored, alice):
     assert report["ceiling"]["relevance"]["kendall_tau_b"] > cider["kendall_tau_b"]
 
 
-def test_forced_choice_and_visual_atom_reports(scored, alice):
+def test_forced_choice_and_visual_atom_reports(scored, alice, client):
     fc = engine.create_campaign(scored, "forced_choice", name="fc", owners=[alice], state=Campaign.LIVE,
                                 options={"images": 40, "pairs_per_image": 3})
     simulate(fc, raters=6, seed=1)
@@ -93,6 +93,13 @@ def test_forced_choice_and_visual_atom_reports(scored, alice):
     for m in report["forced_choice"]["metrics"].values():
         assert 0 <= m["accuracy"] <= 1 and m["n_pairs"] > 0
     assert report["agreement"]["choice"]["level"] == "nominal"
+    bias = report["position_bias"]  # sides are shuffled per assignment; simulated raters have no bias
+    assert bias["n"] == 360 and 0.4 < bias["first_shown_share"] < 0.6
+    client.force_login(alice)
+    for method, label in [("", "majority"), ("?method=dawid_skene", "dawid_skene")]:
+        rows = list(csv.DictReader(io.StringIO(client.get(f"/campaigns/fc/aggregate.csv{method}").content.decode())))
+        assert len(rows) == 120 and {r["value"] for r in rows} <= {"b", "c"} and {r["method"] for r in rows} == {label}
+    assert client.get("/campaigns/fc/aggregate.csv?method=nonsense").status_code == 400
     atoms = engine.create_campaign(scored, "visual_atom", name="atoms", owners=[alice], state=Campaign.LIVE, options={
         "atoms": [["dog", "entity"], ["idea", "entity"], ["running", "action"], ["thought", "entity"], ["red", "attribute"]],
     })

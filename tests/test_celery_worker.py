@@ -71,6 +71,7 @@ def test_metric_job_through_a_real_worker(worker, worker_env):
 
     # Stored CIDEr-D equals pycocoevalcap's Cider on the same tokenised captions.
     from pycocoevalcap.cider.cider import Cider
+
     from tests.flickr8k_data import load_flickr8k_expert_tokenized
 
     pairs = load_flickr8k_expert_tokenized()

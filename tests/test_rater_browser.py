@@ -10,7 +10,14 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from crowd import engine
 from crowd.kinds.description import system_name
-from crowd.models import Assignment, Campaign, Caption, Dataset, HumanJudgment, PairwiseJudgment
+from crowd.models import (
+    Assignment,
+    Campaign,
+    Caption,
+    Dataset,
+    HumanJudgment,
+    PairwiseJudgment,
+)
 
 from .conftest import run_command
 

@@ -20,7 +20,13 @@ from pathlib import Path
 from django.db import transaction
 
 from ..models import Caption, Dataset, HumanJudgment, Image, System
-from .base import DatasetExistsError, DatasetFormatError, ImportSummary, fingerprint, read_lines
+from .base import (
+    DatasetExistsError,
+    DatasetFormatError,
+    ImportSummary,
+    fingerprint,
+    read_lines,
+)
 
 EXPERT_FILE = "ExpertAnnotations.txt"
 TOKEN_FILE = "Flickr8k.token.txt"

@@ -9,7 +9,15 @@ No gold items and no agreement statistic (free text).
 """
 from __future__ import annotations
 
-from .base import AnswerError, CampaignSpecError, ItemSpec, TaskKind, image_fields, pick_images, words
+from .base import (
+    AnswerError,
+    CampaignSpecError,
+    ItemSpec,
+    TaskKind,
+    image_fields,
+    pick_images,
+    words,
+)
 
 MIN_WORDS, MAX_CHARS = 5, 500
 FILLERS = ["on a sunny day", "in the middle of the picture", "while others watch", "near the edge of the frame",

@@ -11,7 +11,18 @@ from __future__ import annotations
 
 import itertools
 
-from .base import AnswerError, default_gold, CampaignSpecError, ItemSpec, TaskKind, Unit, image_fields, parse_number, pick_images, words
+from .base import (
+    AnswerError,
+    CampaignSpecError,
+    ItemSpec,
+    TaskKind,
+    Unit,
+    default_gold,
+    image_fields,
+    parse_number,
+    pick_images,
+    words,
+)
 
 GOLD_MAX = 0.2
 

@@ -9,7 +9,17 @@ Krippendorff's alpha, nominal distance. Gold: B (or C) is a copy of A and must w
 """
 from __future__ import annotations
 
-from .base import AnswerError, default_gold, CampaignSpecError, ItemSpec, TaskKind, Unit, image_fields, pick_images, words
+from .base import (
+    AnswerError,
+    CampaignSpecError,
+    ItemSpec,
+    TaskKind,
+    Unit,
+    default_gold,
+    image_fields,
+    pick_images,
+    words,
+)
 
 
 def overlap(a: str, b: str) -> float:

@@ -9,7 +9,18 @@ with this image's references) must get relevance 1.
 """
 from __future__ import annotations
 
-from .base import AnswerError, default_gold, CampaignSpecError, ItemSpec, TaskKind, Unit, image_fields, parse_number, pick_images, words
+from .base import (
+    AnswerError,
+    CampaignSpecError,
+    ItemSpec,
+    TaskKind,
+    Unit,
+    default_gold,
+    image_fields,
+    parse_number,
+    pick_images,
+    words,
+)
 
 STOP = frozenset("a an the of in on at to and with is are its it his her their for from by".split())
 
@@ -100,8 +111,9 @@ class Rating(TaskKind):
     def simulation_hints(self, campaign):
         """Latent relevance per caption id: the imported mean judgment of the caption rescaled to
         1-5 when the dataset has one (e.g. Flickr8k-Expert quality 1-4), else none."""
-        from analysis.reports import dataset_judgments
         from django.db.models import Avg
+
+        from analysis.reports import dataset_judgments
 
         ds = campaign.dataset
         if ds.scale_min is None or ds.scale_max is None or ds.scale_max <= ds.scale_min:

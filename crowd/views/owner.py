@@ -180,3 +180,24 @@ def campaign_export(request, name, fmt):
         raise Http404("unknown format")
     response["Content-Disposition"] = f'attachment; filename="{campaign.name}-judgments.{fmt}"'
     return response
+
+
+@login_required
+@require_GET
+def campaign_aggregate(request, name):
+    """CSV of the aggregated answer per (unit, criterion): mean for scales, majority vote for votes
+    (``?method=dawid_skene`` for Dawid & Skene 1979 instead)."""
+    campaign = owned_campaign(request, name)
+    method = request.GET.get("method") or None
+    if method not in (None, "majority", "dawid_skene"):
+        return HttpResponse("method must be majority or dawid_skene", status=400, content_type="text/plain")
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["unit", "criterion", "value", "method"])
+    label = method or ("mean" if KINDS[campaign.kind].aggregation == "mean" else "majority")
+    for criterion, values in sorted(quality.aggregate(campaign, method).items()):
+        for unit, value in sorted(values.items(), key=lambda kv: str(kv[0])):
+            writer.writerow([export.safe_cell(unit), criterion, value, label])
+    response = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{campaign.name}-aggregate.csv"'
+    return response

@@ -19,20 +19,14 @@ from django.views.decorators.http import require_GET, require_POST
 from crowd import engine
 from crowd.kinds import AnswerError, get_kind
 from crowd.models import Assignment, Campaign, Worker
+from crowd.providers import get_provider
 
-SESSION_KEY = "crowd_worker_id"
+LOCAL = get_provider(Campaign.LOCAL)
 
 
 def current_worker(request) -> Worker | None:
-    """The rater making this request: the invited worker in the session, else the logged-in user's."""
-    wid = request.session.get(SESSION_KEY)
-    if wid:
-        worker = Worker.objects.filter(pk=wid).first()
-        if worker:
-            return worker
-    if request.user.is_authenticated:
-        return engine.worker_for_user(request.user)
-    return None
+    """The rater making this request (local pool: invitation session or logged-in user)."""
+    return LOCAL.worker_for_request(request)
 
 
 def _need_worker(request):
@@ -45,9 +39,8 @@ def _need_worker(request):
 @require_GET
 def join(request, token):
     """An invitation link: remember the worker in this browser session and go to the campaigns."""
-    worker = get_object_or_404(Worker, token=token)
-    request.session.cycle_key()
-    request.session[SESSION_KEY] = worker.pk
+    worker = get_object_or_404(Worker, token=token, provider=Campaign.LOCAL)
+    LOCAL.login(request, worker)
     target = request.GET.get("next", "")
     if not target.startswith("/rate/"):
         target = reverse("crowd:rater-home")
