@@ -9,13 +9,13 @@ import yaml
 from .conftest import ROOT
 
 
-def test_compose_file_has_the_four_services_wired_together():
+def test_compose_file_has_the_five_services_wired_together():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"postgres", "redis", "web", "worker"}
+    assert set(services) == {"postgres", "redis", "web", "worker", "beat"}
     assert services["postgres"]["image"].startswith("postgres:")
     assert services["redis"]["image"].startswith("redis:")
-    for name in ("web", "worker"):
+    for name in ("web", "worker", "beat"):
         svc = services[name]
         env = svc["environment"]
         assert env["DATABASE_URL"].startswith("postgres://") and "@postgres:5432/" in env["DATABASE_URL"]
@@ -23,6 +23,7 @@ def test_compose_file_has_the_four_services_wired_together():
         assert set(svc["depends_on"]) == {"postgres", "redis"}
         assert svc["build"] == "."
     assert "celery -A evalsite worker" in services["worker"]["command"]
+    assert "celery -A evalsite beat" in services["beat"]["command"]
     assert "manage.py migrate" in services["web"]["command"] and "8000:8000" in services["web"]["ports"]
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "default-jre-headless" in dockerfile and "requirements.txt" in dockerfile
