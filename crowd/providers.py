@@ -8,20 +8,22 @@ and an assignment keeps the provider's own id for it in ``Assignment.provider_re
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from . import engine
 from .models import Campaign, Worker
 
 SESSION_KEY = "crowd_worker_id"
 
 
-class Provider:
+class Provider(ABC):
     """Interface of a worker source."""
 
     name = ""
 
+    @abstractmethod
     def worker_for_request(self, request) -> Worker | None:
         """The worker making ``request``, or None if the request carries no identity."""
-        raise NotImplementedError
 
     def publish(self, campaign: Campaign) -> None:
         """Make the campaign's work available to this provider's workers."""

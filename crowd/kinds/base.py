@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -80,7 +81,7 @@ def parse_number(data: Mapping[str, str], name: str, lo: float, hi: float, error
     return value
 
 
-class TaskKind:
+class TaskKind(ABC):
     """Base class of the five task kinds (see :data:`crowd.kinds.KINDS`)."""
 
     name: str = ""
@@ -94,9 +95,9 @@ class TaskKind:
     instructions: str = ""
 
     # --- building -----------------------------------------------------------------------------
+    @abstractmethod
     def build_items(self, dataset, options: dict, rng: random.Random) -> list[ItemSpec]:
         """Items (gold included) for a campaign over ``dataset``; raises CampaignSpecError."""
-        raise NotImplementedError
 
     def prepare(self, campaign) -> None:
         """Hook run once when the campaign is created (e.g. create the system of collected captions)."""
@@ -111,14 +112,15 @@ class TaskKind:
         return {"payload": payload}
 
     # --- answers ------------------------------------------------------------------------------
+    @abstractmethod
     def clean(self, payload: dict, order: dict, data: Mapping[str, str], *, item=None) -> dict:
         """Validate the POSTed form ``data`` (screen-order field names) and return the answer in
         item order; raises :class:`AnswerError` naming each bad field."""
-        raise NotImplementedError
 
     def check_gold(self, answer: dict, gold: dict) -> bool:
-        """Whether a gold item's answer is right."""
-        raise NotImplementedError
+        """Whether a gold item's answer is right. Kinds without gold items (free-text description)
+        keep this default, which refuses: they never create gold items to check."""
+        raise ValueError(f"campaigns of kind {self.name!r} have no gold items")
 
     def units(self, item_key: str, payload: dict, answer: dict) -> list[Unit]:
         """The answer's ratings as agreement units (empty for free text)."""
@@ -128,9 +130,9 @@ class TaskKind:
         """Write a counted answer into the judgment tables the analysis reads."""
 
     # --- simulation ---------------------------------------------------------------------------
+    @abstractmethod
     def simulate(self, payload: dict, order: dict, rng: random.Random, profile: RaterProfile, hints: dict) -> dict:
         """Form data (screen-order field names) a simulated rater would post."""
-        raise NotImplementedError
 
     def simulation_hints(self, campaign) -> dict:
         """Ground truth the simulator may peek at (e.g. imported expert scores); kind-specific."""
