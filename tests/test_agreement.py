@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -316,7 +315,11 @@ def test_alpha_from_triples_errors():
         krippendorff_alpha_from_triples([("u1", "a", "x"), ("u1", "b", "y")], "ordinal")
 
 
-def test_alpha_100k_triples_is_fast():
+def test_alpha_100k_triples_is_order_invariant():
+    """100,000 triples (the size of a large campaign): finite, and the same for any row order.
+
+    Speed is measured in benchmarks/agreement_speed.py, not here.
+    """
     rng = np.random.default_rng(0)
     n_units, n_coders, per_unit = 20_000, 300, 5
     units = np.repeat(np.arange(n_units), per_unit)
@@ -325,13 +328,12 @@ def test_alpha_100k_triples_is_fast():
     values = np.clip(truth[units] + rng.integers(-2, 3, units.size), 1, 20)
     triples = list(zip(units.tolist(), coders.tolist(), values.tolist()))
     assert len(triples) == 100_000
-    sliders = list(zip(units.tolist(), coders.tolist(), np.round(rng.random(units.size), 4).tolist()))
+    perm = rng.permutation(len(triples))
+    shuffled = [triples[i] for i in perm]
     for level in ALPHA_LEVELS:
-        for data in (triples, sliders):
-            t0 = time.perf_counter()
-            alpha = krippendorff_alpha_from_triples(data, level)
-            assert time.perf_counter() - t0 < 1.0, level
-            assert math.isfinite(alpha)
+        alpha = krippendorff_alpha_from_triples(triples, level)
+        assert math.isfinite(alpha) and 0.0 < alpha < 1.0, level
+        assert krippendorff_alpha_from_triples(shuffled, level) == pytest.approx(alpha, abs=1e-12)
 
 
 # ----------------------------------------------------------------------------- split-half
@@ -506,15 +508,17 @@ def test_split_half_errors(args, kwargs, match):
         split_half_reliability(*args, **kwargs)
 
 
-def test_split_half_20k_ratings_200_splits_is_fast():
+def test_split_half_20k_ratings_200_splits():
+    """20,000 ratings, 200 splits: the correlation between halves is what theory says.
+
+    Speed is measured in benchmarks/agreement_speed.py, not here.
+    """
     rng = np.random.default_rng(0)
     n_items = 4000
     items = np.repeat(np.arange(n_items), 5)
     raters = np.concatenate([rng.choice(500, 5, replace=False) for _ in range(n_items)])
     scores = rng.normal(size=n_items)[items] + rng.normal(size=items.size)
-    t0 = time.perf_counter()
     res = split_half_reliability(items, raters, scores, n_splits=200)
-    assert time.perf_counter() - t0 < 5.0
     assert res.n_ratings == 20_000 and res.n_items == n_items
     assert res.pearson == pytest.approx(1 / (1 + 1 / 2.5), abs=0.03)  # halves of 2 and 3 ratings
 
