@@ -1,6 +1,10 @@
 from django.contrib import admin
 
 from .models import (
+    MTurkCall,
+    MTurkConfig,
+    MTurkHIT,
+    Payment,
     Assignment,
     Campaign,
     Caption,
@@ -75,4 +79,35 @@ class AssignmentAdmin(admin.ModelAdmin):
     raw_id_fields = ("item", "worker")
 
     def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(MTurkConfig)
+class MTurkConfigAdmin(admin.ModelAdmin):
+    list_display = ("campaign", "environment", "question_type", "live_confirmed_at")
+    readonly_fields = ("live_confirmed_at", "live_confirmed_by")  # going live: the MTurk page's confirmation
+
+
+@admin.register(MTurkHIT)
+class MTurkHITAdmin(admin.ModelAdmin):
+    list_display = ("hit_id", "batch", "item", "max_assignments", "status")
+    search_fields = ("hit_id", "batch__batch_id")
+    list_filter = ("status",)
+
+
+@admin.register(Payment)
+class PaymentAdmin(admin.ModelAdmin):
+    """The bonus ledger is append-only from the admin: rows are sent by `manage.py mturk send-bonuses`."""
+
+    list_display = ("assignment", "label", "amount", "state", "sent_at")
+    list_filter = ("state",)
+    readonly_fields = ("assignment", "label", "amount", "request_token", "state", "sent_at", "error")
+
+
+@admin.register(MTurkCall)
+class MTurkCallAdmin(admin.ModelAdmin):
+    list_display = ("at", "campaign", "environment", "operation", "ok", "dry_run", "error_code")
+    list_filter = ("operation", "ok", "dry_run", "environment")
+
+    def has_change_permission(self, request, obj=None):
         return False

@@ -21,6 +21,7 @@ import random
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
@@ -83,16 +84,23 @@ def create_campaign(
     dataset, kind: str, *, name: str, owners=(), title: str = "", instructions: str | None = None,
     k: int | None = None, per_worker_cap: int | None = None, assignment_seconds: int = 600,
     lifetime: timedelta | None = None, reward=0, options: dict | None = None, seed: int = 0,
-    gold_every: int = 10, state: str = Campaign.DRAFT,
+    gold_every: int = 10, state: str = Campaign.DRAFT, provider: str = Campaign.LOCAL,
 ) -> Campaign:
     """Create a campaign of ``kind`` over ``dataset`` with its items, in one transaction.
 
     ``options`` are kind options (e.g. ``images``, ``systems``, ``captions_per_set``, ``gold``,
     ``atoms``, ``image_url``); ``seed`` fixes the sample of images, gold items and serving order.
+    ``provider`` is ``local`` (invited raters) or ``mturk`` (Mechanical Turk, see crowd.mturk).
     Raises CampaignSpecError (nothing written) for a bad name, kind, option or an empty result.
     """
     spec = get_kind(kind)
     options = dict(options or {})
+    try:
+        reward = Decimal(str(reward)).quantize(Decimal("0.01"))
+    except ArithmeticError:
+        raise CampaignSpecError(f"the reward {reward!r} is not an amount of dollars") from None
+    if reward < 0:
+        raise CampaignSpecError("the reward cannot be negative")
     k = spec.default_k if k is None else k
     if k < 1:
         raise CampaignSpecError("judgments per item (k) must be at least 1")
@@ -100,6 +108,8 @@ def create_campaign(
         raise CampaignSpecError("the per-worker cap must be at least 1")
     if assignment_seconds < 10:
         raise CampaignSpecError("the assignment duration must be at least 10 seconds")
+    if provider not in dict(Campaign.PROVIDERS):
+        raise CampaignSpecError(f"unknown provider {provider!r}; use one of {', '.join(dict(Campaign.PROVIDERS))}")
     if Campaign.objects.filter(name=name).exists():
         raise CampaignSpecError(f"a campaign named {name!r} exists already")
     rng = random.Random(seed)
@@ -113,7 +123,7 @@ def create_campaign(
             instructions=instructions or spec.instructions, judgments_per_item=k, per_worker_cap=per_worker_cap,
             assignment_seconds=assignment_seconds, expires_at=timezone.now() + lifetime if lifetime else None,
             reward=reward, state=state, template_version=spec.template_version, options=options,
-            gold_every=gold_every,
+            gold_every=gold_every, provider=provider,
         )
         campaign.owners.set(owners)
         Item.objects.bulk_create(
@@ -231,14 +241,67 @@ def preview(campaign: Campaign, worker: Worker) -> Item | None:
     return _gold_due(campaign, worker) or _open_items(campaign, worker).first()
 
 
-def _new_assignment(campaign, item, worker, slot, now) -> Assignment:
+def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_ref="") -> Assignment:
     spec = get_kind(campaign.kind)
     seed = secrets.randbits(62)
     return Assignment.objects.create(
         campaign=campaign, item=item, worker=worker, slot=slot, state=ACTIVE, accepted_at=now,
         deadline=now + timedelta(seconds=campaign.assignment_seconds), seed=seed,
-        order=spec.presentation_order(item.payload, random.Random(seed)), template_version=campaign.template_version,
+        order=spec.presentation_order(item.payload, random.Random(seed)) if order is None else order,
+        template_version=campaign.template_version, provider_ref=provider_ref,
     )
+
+
+def accept_item(
+    campaign: Campaign, worker: Worker, item: Item, *, provider_ref: str, order: dict | None = None,
+    accepted_at=None, enforce: bool = True,
+) -> Assignment:
+    """Open an assignment of a *given* item for a provider's assignment ``provider_ref`` (e.g. an
+    MTurk AssignmentId: MTurk, not we, chose the item and the worker). Idempotent: the same
+    ``provider_ref`` returns the existing assignment.
+
+    The item's slot is taken if one is free. If none is free but another worker's *accepted*
+    assignment holds one, that holder has been dropped by the provider (MTurk never lets more than
+    MaxAssignments = k workers hold a HIT at once), so it is expired and its slot handed over.
+    ``enforce`` applies the campaign's availability rules (state, block, cap) and raises NoTask;
+    the collector passes False because work already done on MTurk must be recorded whatever happens.
+    Raises Conflict when the worker already has another assignment of this item.
+    """
+    existing = Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref).select_related("item").first()
+    if existing:
+        if existing.worker_id != worker.pk or existing.item_id != item.pk:
+            raise Conflict(f"assignment {provider_ref} belongs to another worker or item", "foreign")
+        return existing
+    if enforce:
+        reason = unavailable_reason(campaign, worker)
+        if reason:
+            raise NoTask(REASONS[reason], reason)
+    now = accepted_at or timezone.now()
+    try:
+        with transaction.atomic():
+            Item.objects.select_for_update().get(pk=item.pk)
+            if Assignment.objects.filter(item=item, worker=worker).exists():
+                raise Conflict("this worker has already done this item (in another HIT or batch)", "duplicate")
+            slot = None
+            if not item.is_gold:
+                holders = {a.slot: a for a in Assignment.objects.filter(item=item, slot__isnull=False).order_by("accepted_at")}
+                free = [s for s in range(campaign.judgments_per_item) if s not in holders]
+                if free:
+                    slot = free[0]
+                else:
+                    stale = next((a for a in holders.values() if a.state == ACTIVE and a.provider_ref), None)
+                    if stale is not None:
+                        Assignment.objects.filter(pk=stale.pk).update(
+                            state=Assignment.EXPIRED, slot=None, expired_at=now,
+                            return_reason="superseded: the provider gave this HIT to another worker",
+                        )
+                        slot = stale.slot
+            return _new_assignment(campaign, item, worker, slot, now, order=order, provider_ref=provider_ref)
+    except IntegrityError:
+        existing = Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref).first()
+        if existing:
+            return existing
+        raise Conflict("the task could not be claimed; please try again", "retry") from None
 
 
 def accept(campaign: Campaign, worker: Worker) -> Assignment:
@@ -299,16 +362,19 @@ def _locked_assignment(assignment_id, worker: Worker) -> Assignment:
     return a
 
 
-def submit(assignment_id, worker: Worker, data, *, submit_key: str = "", item_id=None) -> SubmitResult:
+def submit(
+    assignment_id, worker: Worker, data, *, submit_key: str = "", item_id=None, submitted_at=None,
+) -> SubmitResult:
     """Record ``worker``'s answer (form ``data``) to their assignment.
 
     Raises: EngineError (unknown assignment, forged item id, answer invalid -> AnswerError via
     ``errors``), Forbidden (another worker's assignment), Conflict (returned, rejected, or already
     submitted with a different key, campaign finished). A repeat of a submission (same key, or the
-    same answer) returns the stored result with ``created=False``.
+    same answer) returns the stored result with ``created=False``. ``submitted_at`` records when a
+    provider says the work was submitted (results collected later); default now.
     """
     spec = None
-    now = timezone.now()
+    now = submitted_at or timezone.now()
     with transaction.atomic():
         a = _locked_assignment(assignment_id, worker)
         if item_id is not None and str(item_id) != str(a.item_id):
@@ -333,6 +399,8 @@ def submit(assignment_id, worker: Worker, data, *, submit_key: str = "", item_id
         late = a.state == Assignment.EXPIRED or a.deadline <= now
         if a.item.is_gold:
             counted = False
+        elif worker_state(a.campaign, worker) == WorkerStatus.BLOCKED:
+            counted, a.slot = False, None  # kept for the record, never counted
         elif a.slot is not None:
             counted = True
         else:  # expired: its slot went back to the pool; take a free one if there is still one

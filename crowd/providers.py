@@ -1,8 +1,9 @@
 """Where workers come from: a campaign's *provider*.
 
 A provider identifies the worker behind a request and publishes or withdraws a campaign's work.
-The local rater pool (invitation links and Django accounts) is built in; Amazon Mechanical Turk
-(issue 4) and others plug in by subclassing :class:`Provider` and registering in :data:`PROVIDERS`.
+The local rater pool (invitation links and Django accounts) and Amazon Mechanical Turk
+(:mod:`crowd.mturk`) are built in; others (e.g. Prolific) plug in by subclassing :class:`Provider`
+and registering in :data:`PROVIDERS`.
 Workers are stored per provider (``Worker.provider`` + ``external_id``, e.g. an MTurk WorkerId),
 and an assignment keeps the provider's own id for it in ``Assignment.provider_ref``.
 """
@@ -54,7 +55,35 @@ class LocalProvider(Provider):
         return None
 
 
-PROVIDERS: dict[str, Provider] = {p.name: p for p in (LocalProvider(),)}
+class MTurkProvider(Provider):
+    """Amazon Mechanical Turk: the worker is the ``workerId`` MTurk appends to the task page's URL;
+    publishing creates a batch of HITs (:mod:`crowd.mturk.publish`), pausing expires them."""
+
+    name = Campaign.MTURK
+
+    def worker_for_request(self, request) -> Worker | None:
+        wid = request.GET.get("workerId", "")
+        if not wid:
+            return None
+        from .mturk.collect import worker_for
+
+        return worker_for(wid)
+
+    def publish(self, campaign: Campaign, api=None) -> None:
+        from .mturk.client import MTurkAPI
+        from .mturk.publish import publish_batch
+
+        publish_batch(campaign, api or MTurkAPI.for_campaign(campaign))
+
+    def pause(self, campaign: Campaign, api=None) -> None:
+        from .mturk.client import MTurkAPI
+        from .mturk.review import update_expiration
+
+        update_expiration(campaign, api or MTurkAPI.for_campaign(campaign))
+        engine.set_state(campaign, Campaign.PAUSED)
+
+
+PROVIDERS: dict[str, Provider] = {p.name: p for p in (LocalProvider(), MTurkProvider())}
 
 
 def get_provider(name: str) -> Provider:

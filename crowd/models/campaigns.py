@@ -6,7 +6,8 @@ Invariants the database itself enforces (the assignment engine, :mod:`crowd.engi
 * one *slot* per (item, slot number): an item has ``k`` slots (numbers ``0 .. k-1``); an active or a
   counted submitted assignment holds one, an expired or returned one releases it (its ``slot``
   becomes NULL); so an item never has more than ``k`` counted judgments;
-* at most one active (accepted) assignment per worker and campaign.
+* at most one active (accepted) assignment per worker and campaign in the local pool (an MTurk
+  worker may hold several HITs at once; their assignments are unique by MTurk AssignmentId).
 
 Assignments are never deleted: their state records what happened (accepted, submitted, approved,
 rejected, returned, expired). A submission that arrives after the deadline is kept and flagged
@@ -35,8 +36,8 @@ class Campaign(models.Model):
 
     DRAFT, LIVE, PAUSED, FINISHED = "draft", "live", "paused", "finished"
     STATES = [(DRAFT, "draft"), (LIVE, "live"), (PAUSED, "paused"), (FINISHED, "finished")]
-    LOCAL = "local"
-    PROVIDERS = [(LOCAL, "local rater pool")]
+    LOCAL, MTURK = "local", "mturk"
+    PROVIDERS = [(LOCAL, "local rater pool"), (MTURK, "Amazon Mechanical Turk")]
 
     name = models.SlugField(max_length=100, unique=True)
     title = models.CharField(max_length=200)
@@ -180,6 +181,10 @@ class Assignment(models.Model):
     template_version = models.CharField(max_length=20)
     return_reason = models.TextField(blank=True)
     provider_ref = models.CharField(max_length=100, blank=True, help_text="e.g. the MTurk AssignmentId")
+    provider_status = models.CharField(
+        max_length=20, blank=True, help_text="the provider's own status, e.g. MTurk's Submitted/Approved/Rejected"
+    )
+    feedback = models.TextField(blank=True, help_text="feedback sent to the worker with an approval or rejection")
 
     class Meta:
         ordering = ["campaign", "accepted_at"]
@@ -190,7 +195,11 @@ class Assignment(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["campaign", "worker"], name="assignment_one_active_per_worker",
-                condition=models.Q(state="accepted"),
+                condition=models.Q(state="accepted", provider_ref=""),
+            ),
+            models.UniqueConstraint(
+                fields=["campaign", "provider_ref"], name="assignment_unique_provider_ref",
+                condition=~models.Q(provider_ref=""),
             ),
             models.CheckConstraint(condition=models.Q(slot__gte=0) | models.Q(slot__isnull=True), name="slot_nonnegative"),
             models.CheckConstraint(
