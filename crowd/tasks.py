@@ -9,3 +9,12 @@ def expire_assignments() -> int:
     """Expire accepted assignments past their deadline (slots go back to the pool; rows stay).
     Scheduled every minute by ``CELERY_BEAT_SCHEDULE`` (run ``celery -A evalsite beat``)."""
     return engine.expire_overdue()
+
+
+@shared_task(name="crowd.collect_mturk")
+def collect_mturk() -> dict:
+    """Collect and reconcile the results of every live or paused MTurk campaign (each run is stored
+    as an ``MTurkSync`` with its report). Scheduled every ``MTURK_COLLECT_SECONDS`` (300)."""
+    from .mturk.collect import collect_all
+
+    return collect_all()

@@ -38,6 +38,9 @@ class Command(BaseCommand):
         parser.add_argument("--reward", default="0", help="reward per assignment in USD")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--live", action="store_true", help="publish at once (default: draft)")
+        parser.add_argument("--provider", choices=["local", "mturk"], default="local",
+                            help="where the workers come from: the local rater pool or Mechanical Turk "
+                                 "(then see `manage.py mturk`)")
 
     def handle(self, *args, **o):
         dataset = Dataset.objects.filter(name=o["dataset"]).first()
@@ -71,7 +74,7 @@ class Command(BaseCommand):
                 per_worker_cap=o["cap"], assignment_seconds=int(60 * o["minutes"]),
                 lifetime=timedelta(days=o["lifetime_days"]) if o["lifetime_days"] else None,
                 reward=o["reward"], options=options, seed=o["seed"], gold_every=o["gold_every"],
-                state=Campaign.LIVE if o["live"] else Campaign.DRAFT,
+                state=Campaign.LIVE if o["live"] else Campaign.DRAFT, provider=o["provider"],
             )
         except CampaignSpecError as exc:
             raise CommandError(str(exc)) from None

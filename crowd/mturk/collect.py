@@ -1,0 +1,188 @@
+"""Collecting MTurk's results and reconciling them with our records.
+
+MTurk is one record of what happened, our ``Assignment`` rows are the other; neither is trusted to
+be complete (lost submissions are the bug class every crowd tool hit, ../shared/notes/crowd.md).
+:func:`collect` lists every assignment of every HIT (all pages), and for each one:
+
+* we have it submitted with the same answer: nothing to do (its MTurk status is copied);
+* we have it accepted or expired (our page never got the submit): the answer from MTurk's
+  QuestionFormAnswers XML is submitted through the engine (``recorded``);
+* we do not have it (HTMLQuestion HITs, or a worker who bypassed our page): the assignment is
+  created from MTurk's record and submitted (``recorded``);
+* the answers differ (``mismatched``) or cannot be accepted (``invalid``): reported, never guessed;
+* our submitted assignments MTurk does not list (``extra``): reported, never paid.
+
+:func:`ingest` is shared with the requester-website results import (:mod:`crowd.mturk.website`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from django.db import transaction
+
+from crowd import engine
+from crowd.kinds import AnswerError, get_kind
+from crowd.models import Assignment, Campaign, Item, MTurkBatch, MTurkHIT, MTurkSync, Worker
+
+from .client import MTurkAPI, MTurkError
+from .questions import parse_answers
+
+STATUS_TO_STATE = {"Approved": Assignment.APPROVED, "Rejected": Assignment.REJECTED}
+LISTED = ["Submitted", "Approved", "Rejected"]
+FORM_FIELDS = {"assignmentId", "hitId", "workerId", "turkSubmitTo", "csrfmiddlewaretoken", "token"}
+
+
+@dataclass
+class Reconciliation:
+    """The collector's report (also stored as ``MTurkSync.report``)."""
+
+    hits: int = 0
+    mturk_assignments: int = 0
+    recorded: list = field(default_factory=list)        # AssignmentIds whose answers were stored now
+    unchanged: int = 0
+    status_changes: list = field(default_factory=list)  # [AssignmentId, old local state, new]
+    mismatched: list = field(default_factory=list)      # [AssignmentId, why]
+    invalid: list = field(default_factory=list)         # [AssignmentId, why]
+    extra: list = field(default_factory=list)           # [AssignmentId, local state] MTurk does not list
+    errors: list = field(default_factory=list)          # [HITId, error]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.mismatched or self.invalid or self.extra or self.errors)
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"ok": self.ok}
+
+    def lines(self) -> list[str]:
+        out = [
+            f"HITs checked {self.hits}, MTurk assignments {self.mturk_assignments}",
+            f"recorded now {len(self.recorded)}, unchanged {self.unchanged}, status changes {len(self.status_changes)}",
+            f"mismatched {len(self.mismatched)}, invalid {len(self.invalid)}, extra (ours only) {len(self.extra)}, "
+            f"errors {len(self.errors)}",
+        ]
+        for name in ("status_changes", "mismatched", "invalid", "extra", "errors"):
+            out += [f"  {name.replace('_', ' ')}: {' '.join(map(str, row))}" for row in getattr(self, name)[:50]]
+        return out
+
+
+def worker_for(worker_id: str) -> Worker:
+    worker, _ = Worker.objects.get_or_create(provider=Campaign.MTURK, external_id=worker_id)
+    return worker
+
+
+def form_data(answers: dict) -> dict:
+    """Answer fields without MTurk's and our own bookkeeping fields."""
+    return {k: v for k, v in answers.items() if k not in FORM_FIELDS}
+
+
+def order_from(answers: dict, default: dict | None):
+    raw = answers.get("order")
+    if raw:
+        try:
+            value = json.loads(raw)
+            if isinstance(value, dict):
+                return value
+        except ValueError:
+            pass
+    return default
+
+
+def ingest(
+    campaign: Campaign, item: Item, report: Reconciliation, *, assignment_id: str, worker_id: str, status: str,
+    answers: dict, order: dict | None = None, accepted_at=None, submitted_at=None,
+) -> None:
+    """Bring one of MTurk's assignments into our records (see the module docstring). Each call is
+    atomic: an answer that fails validation leaves nothing behind and is reported ``invalid``."""
+    spec = get_kind(campaign.kind)
+    data = form_data(answers)
+    try:
+        with transaction.atomic():
+            worker = worker_for(worker_id)
+            local = Assignment.objects.filter(campaign=campaign, provider_ref=assignment_id).first()
+            if local is not None and (local.worker_id != worker.pk or local.item_id != item.pk):
+                report.invalid.append([assignment_id, "our record of this AssignmentId has another worker or item"])
+                return
+            if local is None:
+                local = engine.accept_item(
+                    campaign, worker, item, provider_ref=assignment_id, order=order_from(answers, order),
+                    accepted_at=accepted_at, enforce=False,
+                )
+            if local.state in (Assignment.ACCEPTED, Assignment.EXPIRED):
+                engine.submit(local.pk, worker, data, submit_key=f"mturk:{assignment_id}"[:64], submitted_at=submitted_at)
+                report.recorded.append(assignment_id)
+                local.refresh_from_db()
+            elif local.state == Assignment.RETURNED:
+                report.invalid.append([assignment_id, "returned here but submitted on MTurk"])
+                return
+            else:
+                if "ce_answer" in data:  # re-sent by our page for a submission we already had
+                    theirs = json.loads(data["ce_answer"])
+                else:
+                    theirs = spec.clean(item.payload, local.order, data, item=item)
+                if theirs != local.answer:
+                    report.mismatched.append([assignment_id, "MTurk's answer differs from ours (ours kept)"])
+                else:
+                    report.unchanged += 1
+            new_state = STATUS_TO_STATE.get(status)
+            if new_state and local.state != new_state:
+                report.status_changes.append([assignment_id, local.state, new_state])
+                local.state = new_state
+            local.provider_status = status
+            local.save(update_fields=["state", "provider_status"])
+    except AnswerError as exc:
+        report.invalid.append([assignment_id, f"answer invalid: {exc}"])
+    except (engine.EngineError, ValueError) as exc:
+        report.invalid.append([assignment_id, str(exc)])
+
+
+def collect(campaign: Campaign, api: MTurkAPI, *, save: bool = True) -> Reconciliation:
+    """List the assignments of every published HIT of the campaign (API batches) and reconcile.
+    Errors on one HIT (e.g. it was already disposed) are reported and the others still collected."""
+    report = Reconciliation()
+    hits = (MTurkHIT.objects.filter(batch__campaign=campaign, batch__route=MTurkBatch.API).exclude(hit_id="")
+            .select_related("item", "batch").order_by("pk"))
+    seen, checked = set(), set()
+    for hit in hits:
+        report.hits += 1
+        try:
+            rows = list(api.paginate("list_assignments_for_hit", "Assignments", HITId=hit.hit_id, AssignmentStatuses=LISTED))
+        except MTurkError as exc:
+            report.errors.append([hit.hit_id, f"{exc.code}: {exc.message}"])
+            continue
+        checked.add(hit.item_id)
+        for a in rows:
+            report.mturk_assignments += 1
+            seen.add(a["AssignmentId"])
+            try:
+                answers = parse_answers(a.get("Answer", ""))
+            except ValueError as exc:
+                report.invalid.append([a["AssignmentId"], str(exc)])
+                continue
+            ingest(
+                campaign, hit.item, report, assignment_id=a["AssignmentId"], worker_id=a["WorkerId"],
+                status=a["AssignmentStatus"], answers=answers, order=hit.order or None,
+                accepted_at=a.get("AcceptTime"), submitted_at=a.get("SubmitTime"),
+            )
+    if not api.dry_run:
+        ours = (Assignment.objects.filter(campaign=campaign, item_id__in=checked, state__in=Assignment.DONE_STATES)
+                .exclude(provider_ref="").exclude(provider_ref__in=seen))
+        report.extra = [[a.provider_ref, a.state] for a in ours]
+    if save and not api.dry_run:
+        MTurkSync.objects.create(campaign=campaign, source="api", ok=report.ok, report=report.as_dict())
+    return report
+
+
+def collect_all() -> dict:
+    """Collect every live or paused MTurk campaign (the periodic Celery task). {name: summary}."""
+    out = {}
+    for campaign in Campaign.objects.filter(provider=Campaign.MTURK, state__in=[Campaign.LIVE, Campaign.PAUSED]):
+        if not MTurkHIT.objects.filter(batch__campaign=campaign).exclude(hit_id="").exists():
+            continue
+        try:
+            report = collect(campaign, MTurkAPI.for_campaign(campaign))
+            out[campaign.name] = " | ".join(report.lines()[:3])
+        except MTurkError as exc:  # e.g. no credentials on this machine
+            MTurkSync.objects.create(campaign=campaign, source="api", ok=False, report={"errors": [["", str(exc)]]})
+            out[campaign.name] = f"failed: {exc}"
+    return out
