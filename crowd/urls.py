@@ -1,7 +1,7 @@
 """URLs of the human side: rater pages under /rate/, owner pages under /campaigns/."""
 from django.urls import path
 
-from .views import owner, rater
+from .views import mturk, mturk_owner, owner, rater
 
 app_name = "crowd"
 urlpatterns = [
@@ -13,6 +13,9 @@ urlpatterns = [
     path("rate/<slug:name>/task/<int:pk>/", rater.task, name="task"),
     path("rate/<slug:name>/task/<int:pk>/submit/", rater.submit, name="submit"),
     path("rate/<slug:name>/task/<int:pk>/return/", rater.return_task, name="return"),
+    # MTurk workers (ExternalQuestion pages, inside MTurk's frame)
+    path("mturk/<slug:name>/item/<int:item_pk>/", mturk.task, name="mturk-task"),
+    path("mturk/<slug:name>/item/<int:item_pk>/submit/", mturk.submit, name="mturk-submit"),
     # owners
     path("campaigns/", owner.campaign_list, name="campaigns"),
     path("campaigns/new/", owner.campaign_new, name="campaign-new"),
@@ -23,4 +26,7 @@ urlpatterns = [
     path("campaigns/<slug:name>/invite/", owner.campaign_invite, name="campaign-invite"),
     path("campaigns/<slug:name>/aggregate.csv", owner.campaign_aggregate, name="campaign-aggregate"),
     path("campaigns/<slug:name>/judgments.<str:fmt>", owner.campaign_export, name="campaign-export"),
+    path("campaigns/<slug:name>/mturk/", mturk_owner.page, name="mturk"),
+    path("campaigns/<slug:name>/mturk/<slug:action>/", mturk_owner.action, name="mturk-action"),
+    path("campaigns/<slug:name>/mturk/batch/<int:pk>/<str:filename>", mturk_owner.batch_file, name="mturk-batch-file"),
 ]

@@ -44,7 +44,9 @@ class CampaignForm(forms.Form):
     images = forms.IntegerField(min_value=1, required=False, help_text="a random sample of this many images (empty: all)")
     per_worker_cap = forms.IntegerField(min_value=1, required=False)
     assignment_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, initial=10)
-    reward = forms.DecimalField(min_value=0, max_digits=6, decimal_places=2, initial=0)
+    reward = forms.DecimalField(min_value=0, max_digits=6, decimal_places=2, initial=0, help_text="US dollars per assignment")
+    provider = forms.ChoiceField(choices=Campaign.PROVIDERS, initial=Campaign.LOCAL, required=False,
+                                 help_text="Mechanical Turk campaigns are published from their MTurk page")
     systems = forms.CharField(required=False, help_text="diversity: comma-separated system names (empty: all)")
     captions_per_set = forms.IntegerField(min_value=2, required=False, help_text="diversity: first m captions of each set")
     image_url = forms.CharField(required=False, help_text="image URL template with {key}, e.g. https://host/images/{key}")
@@ -92,7 +94,7 @@ def campaign_new(request):
             campaign = engine.create_campaign(
                 d["dataset"], d["kind"], name=d["name"], title=d["title"], owners=[request.user], k=d["k"],
                 per_worker_cap=d["per_worker_cap"], assignment_seconds=60 * d["assignment_minutes"],
-                reward=d["reward"], options=options_from(d, atoms), seed=d["seed"],
+                reward=d["reward"], options=options_from(d, atoms), seed=d["seed"], provider=d["provider"] or Campaign.LOCAL,
             )
         except CampaignSpecError as exc:
             form.add_error(None, str(exc))

@@ -52,12 +52,12 @@ def home(request):
     worker, denied = _need_worker(request)
     if denied:
         return denied
-    campaigns = Campaign.objects.filter(state=Campaign.LIVE).order_by("title")
+    campaigns = Campaign.objects.filter(state=Campaign.LIVE, provider=Campaign.LOCAL).order_by("title")
     return render(request, "crowd/rater/home.html", {"worker": worker, "campaigns": campaigns})
 
 
 def _live_campaign(name):
-    campaign = get_object_or_404(Campaign, name=name)
+    campaign = get_object_or_404(Campaign, name=name, provider=Campaign.LOCAL)  # MTurk workers use /mturk/
     if campaign.state == Campaign.DRAFT:
         raise Http404("no such campaign")
     return campaign
