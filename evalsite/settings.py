@@ -103,12 +103,22 @@ CELERY_RESULT_BACKEND = None  # progress and results live in the database, not i
 # `celery -A evalsite beat` runs these; expired assignments give their slot back to the pool.
 CELERY_BEAT_SCHEDULE = {
     "expire-assignments": {"task": "crowd.expire_assignments", "schedule": 60.0},
+    "collect-mturk": {"task": "crowd.collect_mturk", "schedule": float(os.environ.get("MTURK_COLLECT_SECONDS", "300"))},
 }
 
 # --- Campaigns ----------------------------------------------------------------------------------
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "crowd:campaigns"
 LOGOUT_REDIRECT_URL = "analysis:index"
+
+# --- Amazon Mechanical Turk ---------------------------------------------------------------------
+# Credentials: boto3's standard chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials,
+# an instance role); never stored in the database. Task pages may be framed by these origins only,
+# and answers are forwarded only to these turkSubmitTo origins (space-separated lists).
+MTURK_ORIGINS = "https://www.mturk.com https://workersandbox.mturk.com"
+MTURK_FRAME_ANCESTORS = os.environ.get("MTURK_FRAME_ANCESTORS", MTURK_ORIGINS).split()
+MTURK_SUBMIT_ORIGINS = os.environ.get("MTURK_SUBMIT_ORIGINS", MTURK_ORIGINS).split()
+MTURK_CLIENT_FACTORY = os.environ.get("MTURK_CLIENT_FACTORY", "crowd.mturk.client.boto3_client")
 
 # --- Metrics ------------------------------------------------------------------------------------
 # Number of candidate captions one Celery task scores.
