@@ -1,9 +1,11 @@
-"""Stored metric runs and their per-caption scores.
+"""Stored metric runs and their scores.
 
 A :class:`MetricRun` is one metric (at one implementation version, with one set of parameters)
-computed over one dataset's candidate captions. It stores status, progress and timings, and owns
-one :class:`MetricScore` per candidate caption. A run is ``done`` only when every candidate has a
-score. :class:`CaptionTokens` caches tokenised captions, shared by all metrics.
+computed over one dataset. It stores status, progress and timings, and owns one score per unit of
+the metric's level (:attr:`metrics.scorers.registry.Metric.level`): a :class:`MetricScore` per
+candidate caption (BLEU, CIDEr-D, VIFIDEL), a :class:`SetScore` per caption set (Self-CIDEr, LSA,
+mBLEU diversity, set accuracy) or a :class:`SystemScore` per system (vocabulary, lexical diversity
+and the Lexical Gap). A run is ``done`` only when every unit has a score. :class:`CaptionTokens` caches tokenised captions, shared by all metrics.
 """
 import hashlib
 import json
@@ -12,7 +14,7 @@ from django.db import models
 from django.db.models import F
 from django.utils import timezone
 
-from crowd.models import Caption, Dataset
+from crowd.models import Caption, Dataset, Image, System
 
 
 def params_key(params: dict) -> str:
@@ -30,8 +32,10 @@ class MetricRun(models.Model):
     params = models.JSONField(default=dict)
     params_key = models.CharField(max_length=64)
     status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=PENDING)
-    total = models.PositiveIntegerField(default=0, help_text="number of candidate captions to score")
-    completed = models.PositiveIntegerField(default=0, help_text="number of captions scored so far")
+    total = models.PositiveIntegerField(
+        default=0, help_text="number of units to score: captions, caption sets or systems (the metric's level)"
+    )
+    completed = models.PositiveIntegerField(default=0, help_text="number of units scored so far")
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -65,7 +69,7 @@ class MetricRun(models.Model):
         The count comes from the score table itself, so a run can never be marked done with
         missing scores, whatever order chunks finish in or however often they are retried.
         """
-        n = self.scores.count()
+        n = self.scores.count() + self.set_scores.count() + self.system_scores.count()
         MetricRun.objects.filter(pk=self.pk).update(completed=n)
         if n >= self.total:
             MetricRun.objects.filter(pk=self.pk).exclude(status=self.DONE).update(
@@ -82,12 +86,57 @@ class MetricScore(models.Model):
     run = models.ForeignKey(MetricRun, on_delete=models.CASCADE, related_name="scores")
     caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="metric_scores")
     value = models.FloatField()
+    raw = models.FloatField(
+        null=True, blank=True,
+        help_text="the untransformed quantity where the value is derived from one (VIFIDEL: the word "
+        "mover's distance; value = the similarity correlations use)",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "caption"], name="metricscore_unique")]
 
     def __str__(self):
         return f"{self.run.metric}={self.value:.4f}"
+
+
+class SetScore(models.Model):
+    """A set-level metric value: one per caption set (image, system), e.g. Self-CIDEr diversity.
+
+    ``n_captions`` is the number of captions the value was computed from (the run's ``m``, or the
+    set's size when smaller or when all captions are used).
+    """
+
+    run = models.ForeignKey(MetricRun, on_delete=models.CASCADE, related_name="set_scores")
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="+")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    value = models.FloatField(help_text="NaN when undefined for this set (see the run's notes)")
+    n_captions = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "image", "system"], name="setscore_unique")]
+
+    def __str__(self):
+        return f"{self.run.metric}[{self.image_id}, {self.system_id}]={self.value:.4f}"
+
+
+class SystemScore(models.Model):
+    """A system-level value, e.g. the MTLD of a system's caption corpus, with details.
+
+    ``details`` holds what goes with it: for lexical diversity the reference corpus's value, the
+    lexical diversity ratio ``ldr`` and the Lexical Gap ``lexical_gap`` (Kershaw & Bober 2019); for
+    the vocabulary the word-frequency curve.
+    """
+
+    run = models.ForeignKey(MetricRun, on_delete=models.CASCADE, related_name="system_scores")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
+    value = models.FloatField()
+    details = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "system"], name="systemscore_unique")]
+
+    def __str__(self):
+        return f"{self.run.metric}[{self.system_id}]={self.value:.4f}"
 
 
 class DocumentFrequencyTable(models.Model):

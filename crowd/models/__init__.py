@@ -7,9 +7,9 @@
 """
 from .campaigns import Assignment, Campaign, Item, Worker, WorkerStatus
 from .mturk import MTurkBatch, MTurkCall, MTurkConfig, MTurkHIT, MTurkSync, Payment
-from .datasets import Caption, Dataset, HumanJudgment, Image, PairwiseJudgment, System
+from .datasets import Caption, Dataset, HumanJudgment, Image, ObjectLabel, PairwiseJudgment, System
 
 __all__ = [
-    "Assignment", "Campaign", "Caption", "Dataset", "HumanJudgment", "Image", "Item", "PairwiseJudgment",
+    "Assignment", "Campaign", "Caption", "Dataset", "HumanJudgment", "Image", "Item", "ObjectLabel", "PairwiseJudgment",
     "System", "Worker", "WorkerStatus", "MTurkBatch", "MTurkCall", "MTurkConfig", "MTurkHIT", "MTurkSync", "Payment",
 ]

@@ -99,6 +99,26 @@ class Caption(models.Model):
         return self.text
 
 
+class ObjectLabel(models.Model):
+    """An object category present in an image, with its number of instances.
+
+    From annotations (e.g. COCO instance categories) or a detector's output; VIFIDEL (Madhyastha
+    et al. 2019) compares a caption with this bag of labels. ``source`` names the file it came from.
+    """
+
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="objects")
+    label = models.CharField(max_length=100)
+    count = models.PositiveIntegerField(default=1)
+    source = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["image", "label"], name="objectlabel_unique")]
+        ordering = ["image", "-count", "label"]
+
+    def __str__(self):
+        return f"{self.label} x{self.count}"
+
+
 class HumanJudgment(models.Model):
     """One rater's score on one criterion of one candidate caption, or of one caption set.
 

@@ -1,0 +1,399 @@
+"""COCO-format caption sets, references and object labels.
+
+Files understood (all JSON unless said otherwise):
+
+* **COCO annotation JSON** (``captions_val2014.json`` and friends): ``{"images": [{"id", "file_name",
+  ...}], "annotations": [{"id", "image_id", "caption"}]}``. Its captions become the dataset's reference
+  system (``--references-name``, default ``coco-references``); every image listed is created.
+* **COCO results JSON**, the format of the COCO evaluation server: a list of ``{"image_id", "caption"}``,
+  here allowed to hold *several entries per image* (a caption set; their order in the file is kept).
+* **Multi-caption results**, the input of the official Self-CIDEr code (Wang & Chan 2019,
+  ``results/merge_results.json`` of qingzwang/DiversityMetrics): a list of ``{"image_id", "captions":
+  [...]}``.
+* **Object labels** per image (for VIFIDEL, Madhyastha et al. 2019), see :func:`read_object_labels`.
+
+Image ids are COCO's integers (or any string); file names such as ``COCO_val2014_000000310196.jpg``
+are read as id ``310196`` so that files of different origins match. Everything is validated before
+anything is written, and written in one transaction: an error leaves the database unchanged.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from django.db import transaction
+
+from crowd.models import Caption, Dataset, Image, ObjectLabel, System
+
+from .base import DatasetExistsError, DatasetFormatError, ImportSummary
+
+_COCO_FILE = re.compile(r"^(?:.*/)?COCO_[A-Za-z]+\d*_0*(\d+)\.(?:jpg|jpeg|png)$", re.IGNORECASE)
+_MAX_CAPTION = 5000
+_MAX_LABEL = 100
+
+
+def image_key(value, path: Path, where: str) -> str:
+    """Normalise an image id: an int, a digit string or a COCO file name -> the decimal id; other
+    strings are kept (stripped). Raises DatasetFormatError for anything else."""
+    if isinstance(value, bool) or value is None:
+        raise DatasetFormatError(path, f"{where}: image_id must be an integer or a string, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise DatasetFormatError(path, f"{where}: negative image_id {value}")
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        text = value.strip()
+        m = _COCO_FILE.match(text)
+        if m:
+            return str(int(m.group(1)))
+        if text.isdigit():
+            return str(int(text))
+        if len(text) > 255:
+            raise DatasetFormatError(path, f"{where}: image_id longer than 255 characters")
+        return text
+    raise DatasetFormatError(path, f"{where}: image_id must be an integer or a string, got {value!r}")
+
+
+def _caption(value, path: Path, where: str) -> str:
+    if not isinstance(value, str):
+        raise DatasetFormatError(path, f"{where}: caption must be a string, got {type(value).__name__}")
+    text = " ".join(value.split())
+    if not text:
+        raise DatasetFormatError(path, f"{where}: empty caption")
+    if len(text) > _MAX_CAPTION:
+        raise DatasetFormatError(path, f"{where}: caption longer than {_MAX_CAPTION} characters")
+    return text
+
+
+def _load_json(path: Path):
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetFormatError(path, "file not found")
+    data = path.read_bytes()
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DatasetFormatError(path, f"not valid UTF-8 ({exc.reason})", data[: exc.start].count(b"\n") + 1) from None
+    except json.JSONDecodeError as exc:
+        raise DatasetFormatError(path, f"not valid JSON: {exc.msg}", exc.lineno) from None
+
+
+def read_coco_annotations(path: Path | str) -> tuple[dict[str, str], dict[str, list[tuple[str, str]]]]:
+    """Read a COCO caption annotation file.
+
+    Returns ``(images, captions)``: ``images`` maps image key -> file name (``""`` if none);
+    ``captions`` maps image key -> list of (annotation id, caption) in file order.
+    Raises DatasetFormatError (missing keys, wrong types, duplicate annotation ids, a caption of an
+    image not listed in ``images``).
+    """
+    path = Path(path)
+    data = _load_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
+        raise DatasetFormatError(path, 'not a COCO annotation file: expected {"images": [...], "annotations": [...]}')
+    images: dict[str, str] = {}
+    listed = data.get("images")
+    if listed is not None:
+        if not isinstance(listed, list):
+            raise DatasetFormatError(path, '"images" must be a list')
+        for i, img in enumerate(listed):
+            if not isinstance(img, dict) or "id" not in img:
+                raise DatasetFormatError(path, f"images[{i}]: expected an object with an id")
+            images[image_key(img["id"], path, f"images[{i}]")] = str(img.get("file_name", ""))[:255]
+    captions: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    seen_ids: set[str] = set()
+    for i, ann in enumerate(data["annotations"]):
+        where = f"annotations[{i}]"
+        if not isinstance(ann, dict) or "image_id" not in ann or "caption" not in ann:
+            raise DatasetFormatError(path, f"{where}: expected an object with image_id and caption")
+        key = image_key(ann["image_id"], path, where)
+        if listed is not None and key not in images:
+            raise DatasetFormatError(path, f"{where}: image_id {key} is not in \"images\"")
+        ann_id = str(ann.get("id", f"{key}-{len(captions[key])}"))
+        if ann_id in seen_ids:
+            raise DatasetFormatError(path, f"{where}: duplicate annotation id {ann_id}")
+        seen_ids.add(ann_id)
+        captions[key].append((ann_id, _caption(ann["caption"], path, where)))
+    for key in captions:
+        images.setdefault(key, "")
+    if not captions:
+        raise DatasetFormatError(path, "no caption annotations")
+    return images, dict(captions)
+
+
+def read_coco_results(path: Path | str) -> dict[str, list[str]]:
+    """Read caption sets from a COCO results file (one caption per entry, several entries per image)
+    or a multi-caption file (``{"image_id", "captions": [...]}`` per entry); the form is detected per
+    file (mixing both in one file is an error).
+
+    Returns image key -> list of captions (file order). Raises DatasetFormatError.
+    """
+    path = Path(path)
+    data = _load_json(path)
+    if not isinstance(data, list) or not data:
+        raise DatasetFormatError(path, 'expected a non-empty JSON list of {"image_id", "caption"} or {"image_id", "captions"}')
+    sets: dict[str, list[str]] = defaultdict(list)
+    form = None
+    for i, entry in enumerate(data):
+        where = f"entry {i}"
+        if not isinstance(entry, dict) or "image_id" not in entry:
+            raise DatasetFormatError(path, f"{where}: expected an object with image_id")
+        this = "captions" if "captions" in entry else "caption" if "caption" in entry else None
+        if this is None:
+            raise DatasetFormatError(path, f"{where}: needs \"caption\" (COCO results) or \"captions\" (a list)")
+        if form is None:
+            form = this
+        elif this != form:
+            raise DatasetFormatError(path, f"{where}: mixes \"{this}\" with the \"{form}\" form of the earlier entries")
+        key = image_key(entry["image_id"], path, where)
+        if form == "caption":
+            sets[key].append(_caption(entry["caption"], path, where))
+        else:
+            caps = entry["captions"]
+            if not isinstance(caps, list) or not caps:
+                raise DatasetFormatError(path, f"{where}: \"captions\" must be a non-empty list")
+            if key in sets:
+                raise DatasetFormatError(path, f"{where}: image_id {key} appears twice")
+            sets[key] = [_caption(c, path, f"{where} caption {j}") for j, c in enumerate(caps)]
+    return dict(sets)
+
+
+def read_object_labels(path: Path | str) -> dict[str, Counter]:
+    """Read object labels per image; returns image key -> Counter(label -> instances).
+
+    Formats (by content):
+
+    * CSV with a header containing ``image_id`` and ``label`` (optional ``count``, default 1; rows of the
+      same (image, label) add up);
+    * JSON ``{"<image_id>": {"label": count, ...}}`` or ``{"<image_id>": ["label", ...]}``;
+    * JSON list of ``{"image_id", "label", "count"?}``;
+    * COCO instance annotations ``{"annotations": [{"image_id", "category_id"}], "categories": [{"id",
+      "name"}]}`` (each annotation is one instance);
+    * POPE question files (JSON lines ``{"image", "text": "Is there a X in the image?", "label": "yes"|"no"}``):
+      the objects answered "yes", count 1.
+
+    Labels are lower-cased and whitespace-normalised (``"Tennis  Racket"`` -> ``"tennis racket"``).
+    Raises DatasetFormatError naming the file and the entry.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetFormatError(path, "file not found")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DatasetFormatError(path, f"not valid UTF-8 ({exc.reason})", raw[: exc.start].count(b"\n") + 1) from None
+    out: dict[str, Counter] = defaultdict(Counter)
+
+    def add(key, label, count, where):
+        if not isinstance(label, str) or not " ".join(label.split()):
+            raise DatasetFormatError(path, f"{where}: label must be a non-empty string")
+        label = " ".join(label.lower().split())
+        if len(label) > _MAX_LABEL:
+            raise DatasetFormatError(path, f"{where}: label longer than {_MAX_LABEL} characters")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise DatasetFormatError(path, f"{where}: count must be a positive integer, got {count!r}")
+        out[image_key(key, path, where)][label] += count
+
+    stripped = text.lstrip()
+    if stripped.startswith("{") or stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None
+            if stripped.startswith("{"):
+                _read_pope(text, path, add)
+                return _non_empty(out, path)
+            raise DatasetFormatError(path, "not valid JSON") from None
+        if isinstance(data, dict) and "annotations" in data and "categories" in data:
+            names = {}
+            for i, c in enumerate(data["categories"] or []):
+                if not isinstance(c, dict) or "id" not in c or "name" not in c:
+                    raise DatasetFormatError(path, f"categories[{i}]: expected an object with id and name")
+                names[c["id"]] = c["name"]
+            for i, a in enumerate(data["annotations"] or []):
+                if not isinstance(a, dict) or "image_id" not in a or a.get("category_id") not in names:
+                    raise DatasetFormatError(path, f"annotations[{i}]: expected image_id and a known category_id")
+                add(a["image_id"], names[a["category_id"]], 1, f"annotations[{i}]")
+        elif isinstance(data, dict) and "question_id" in data:  # a one-line POPE file
+            _read_pope(text, path, add)
+        elif isinstance(data, dict):
+            for key, labels in data.items():
+                where = f"image {key}"
+                if isinstance(labels, dict):
+                    for label, count in labels.items():
+                        add(key, label, count, where)
+                elif isinstance(labels, list):
+                    for label in labels:
+                        add(key, label, 1, where)
+                else:
+                    raise DatasetFormatError(path, f"{where}: expected a {{label: count}} object or a list of labels")
+        elif isinstance(data, list):
+            for i, row in enumerate(data):
+                if not isinstance(row, dict) or "image_id" not in row or "label" not in row:
+                    raise DatasetFormatError(path, f"entry {i}: expected an object with image_id and label")
+                add(row["image_id"], row["label"], row.get("count", 1), f"entry {i}")
+        else:
+            raise DatasetFormatError(path, "unrecognised JSON object-label format")
+        return _non_empty(out, path)
+    reader = csv.DictReader(io.StringIO(text))
+    fields = [f.strip().lower() for f in (reader.fieldnames or [])]
+    if "image_id" not in fields or "label" not in fields:
+        raise DatasetFormatError(path, "CSV needs a header with image_id and label (and optionally count)", 1)
+    reader.fieldnames = fields
+    for line, row in enumerate(reader, start=2):
+        count = row.get("count")
+        try:
+            count = 1 if count in (None, "") else int(count)
+        except ValueError:
+            raise DatasetFormatError(path, f"count {count!r} is not an integer", line) from None
+        add(row["image_id"], row["label"], count, f"line {line}")
+    return _non_empty(out, path)
+
+
+_POPE_Q = re.compile(r"^is there an? (.+?) in the image\??$", re.IGNORECASE)
+
+
+def _read_pope(text: str, path: Path, add) -> None:
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise DatasetFormatError(path, f"not valid JSON: {exc.msg}", line) from None
+        m = _POPE_Q.match(str(row.get("text", "")).strip()) if isinstance(row, dict) else None
+        if not m or "image" not in row or row.get("label") not in ("yes", "no"):
+            raise DatasetFormatError(path, 'expected a POPE line {"image", "text": "Is there a X in the image?", "label"}', line)
+        if row["label"] == "yes":
+            add(row["image"], m.group(1), 1, f"line {line}")
+
+
+def _non_empty(out, path):
+    if not out:
+        raise DatasetFormatError(path, "no object labels")
+    return {k: Counter(v) for k, v in out.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class SystemFile:
+    """A caption-set file for one system: ``name=path`` on the command line."""
+
+    name: str
+    path: Path
+
+
+def parse_system_file(spec: str) -> SystemFile:
+    """``"name=path"`` -> SystemFile; ValueError for a malformed spec."""
+    name, sep, path = spec.partition("=")
+    if not sep or not re.fullmatch(r"[-A-Za-z0-9_.+]{1,100}", name) or not path:
+        raise ValueError(f"expected SYSTEM=FILE with a system name of letters, digits, -_.+ (got {spec!r})")
+    return SystemFile(name, Path(path))
+
+
+def import_coco(
+    name: str,
+    annotations: Path | str | None = None,
+    results: Sequence[SystemFile] = (),
+    objects: Path | str | None = None,
+    references_name: str = "coco-references",
+    description: str = "",
+) -> ImportSummary:
+    """Create dataset ``name`` (or add to it) from COCO files; see the module docstring.
+
+    A new dataset needs ``annotations`` or ``results``. On an existing dataset, systems that already
+    exist with exactly the same captions are left alone ("nothing changed"); a system with different
+    captions, or different references, raises DatasetExistsError: import under a new system name.
+    Everything is validated first and written in one transaction.
+    """
+    refs_images, refs = read_coco_annotations(annotations) if annotations else ({}, {})
+    sets_by_system = {}
+    for sf in results:
+        if sf.name == references_name:
+            raise DatasetFormatError(sf.path, f"system name {sf.name!r} is the references' name")
+        if sf.name in sets_by_system:
+            raise DatasetFormatError(sf.path, f"system {sf.name!r} given twice")
+        sets_by_system[sf.name] = read_coco_results(sf.path)
+    labels = read_object_labels(objects) if objects else {}
+    if not refs and not sets_by_system and not labels:
+        raise DatasetFormatError(Path("."), "nothing to import: give --annotations, --results or --objects")
+    counts = Counter()
+    notes = []
+    with transaction.atomic():
+        dataset, created = Dataset.objects.get_or_create(
+            name=name,
+            defaults={"kind": "coco", "description": description or "COCO-format caption sets",
+                      "citation": "Lin et al., Microsoft COCO: Common Objects in Context, ECCV 2014"},
+        )
+        if not created and dataset.kind != "coco":
+            raise DatasetExistsError(f"dataset {name!r} exists and was made by the {dataset.kind!r} importer")
+        if created and not refs and not sets_by_system:
+            raise DatasetFormatError(Path(str(objects)), "a new dataset needs --annotations or --results, not only --objects")
+        all_keys = set(refs_images) | {k for s in sets_by_system.values() for k in s}
+        existing = dict(Image.objects.filter(dataset=dataset).values_list("key", "id"))
+        new_images = [Image(dataset=dataset, key=k) for k in sorted(all_keys - set(existing))]
+        Image.objects.bulk_create(new_images, batch_size=5000)
+        counts["images"] = len(new_images)
+        ids = dict(Image.objects.filter(dataset=dataset).values_list("key", "id"))
+        if refs:
+            counts["references"] = _add_system(
+                dataset, references_name, System.HUMAN, {k: [t for _, t in v] for k, v in refs.items()}, ids,
+                keys={k: [a for a, _ in v] for k, v in refs.items()}, notes=notes,
+            )
+            ref_system = System.objects.get(dataset=dataset, name=references_name)
+            if dataset.reference_system_id not in (None, ref_system.pk):
+                raise DatasetExistsError(f"dataset {name!r} already has references from another system")
+            dataset.reference_system = ref_system
+            dataset.save(update_fields=["reference_system"])
+        for system_name, sets in sets_by_system.items():
+            counts[f"captions of {system_name}"] = _add_system(dataset, system_name, System.MODEL, sets, ids, notes=notes)
+        if labels:
+            missing = sorted(set(labels) - set(ids), key=lambda k: (len(k), k))
+            if missing:
+                notes.append(f"object labels of {len(missing)} image(s) not in the dataset were skipped (e.g. {missing[0]})")
+            rows = [
+                ObjectLabel(image_id=ids[k], label=label, count=n, source=Path(str(objects)).name[:255])
+                for k, bag in labels.items() if k in ids for label, n in bag.items()
+            ]
+            touched = {ids[k] for k in labels if k in ids}
+            ObjectLabel.objects.filter(image_id__in=touched).delete()
+            ObjectLabel.objects.bulk_create(rows, batch_size=5000)
+            counts["object labels"] = len(rows)
+            counts["images with objects"] = len(touched)
+    changed = any(v for k, v in counts.items())
+    return ImportSummary(dataset.name, changed, {k: v for k, v in counts.items()}, notes)
+
+
+def _add_system(dataset, name, kind, sets, image_ids, keys=None, notes=None) -> int:
+    """Create ``name`` with ``sets`` (image key -> captions); 0 if it exists with the same captions.
+
+    Caption keys are the annotation ids for references, and the zero-padded position in the set
+    (``000``, ``001``...) for results, so that key order is file order ("the first m captions")."""
+    system, created = System.objects.get_or_create(dataset=dataset, name=name, defaults={"kind": kind})
+    wanted = {
+        (image_ids[k], (keys[k][j] if keys else f"{j:03d}")): text
+        for k, caps in sets.items() for j, text in enumerate(caps)
+    }
+    if not created:
+        have = {
+            (img, key): text
+            for img, key, text in Caption.objects.filter(system=system).values_list("image_id", "key", "text")
+        }
+        if have == wanted:
+            notes.append(f"system {name!r}: already imported with the same captions, nothing changed")
+            return 0
+        raise DatasetExistsError(
+            f"system {name!r} of dataset {dataset.name!r} exists with different captions; "
+            "import under another system name"
+        )
+    Caption.objects.bulk_create(
+        [Caption(image_id=img, system=system, key=key, text=text) for (img, key), text in wanted.items()],
+        batch_size=5000,
+    )
+    return len(wanted)
