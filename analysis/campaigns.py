@@ -4,9 +4,10 @@ collected judgments -- read straight from the judgment tables, with no export/im
 
 Per kind:
 
-* diversity: each caption set's human diversity (one row per rating) against the set's mean of
-  each per-caption metric computed on the dataset (sets without metric scores, such as the
-  reference set under reference-based metrics, are left out and counted);
+* diversity: each caption set's human diversity (one row per rating) against each set-level metric
+  (Self-CIDEr, LSA, mBLEU diversity, set accuracy) and the set's mean of each per-caption metric
+  computed on the dataset (sets without metric scores, such as the reference set under
+  reference-based metrics, are left out and counted);
 * rating: each rating (relevance, thoroughness) against the caption's metric score;
 * forced choice: the share of pairs where the metric prefers the caption the human majority chose
   (ties count 1/2, PASCAL-50S protocol, Vedantam et al. 2015);
@@ -24,7 +25,7 @@ from analysis.statistics import STATISTICS, correlate, split_half_reliability
 from crowd import engine, quality
 from crowd.kinds import get_kind
 from crowd.models import Caption, HumanJudgment, PairwiseJudgment
-from metrics.models import MetricScore
+from metrics.models import MetricScore, SetScore
 from metrics.scorers.registry import METRICS
 
 from .reports import ReportError, completed_runs
@@ -38,12 +39,24 @@ def _num(x):
 
 
 def _metric_scores(campaign):
-    """{metric: {caption_id: score}} for the metrics with a complete run on the campaign's dataset."""
+    """{metric: {unit: score}} for the metrics with a complete run on the campaign's dataset: units are
+    caption ids for caption-level metrics and "image/system" keys for set-level ones (Self-CIDEr, LSA,
+    mBLEU diversity, set accuracy), which only diversity campaigns use."""
+    levels = ("caption", "set") if campaign.kind == "diversity" else ("caption",)
     try:
-        runs = completed_runs(campaign.dataset)
+        runs = completed_runs(campaign.dataset, levels=levels)
     except ReportError:
         return {}
-    return {key: dict(MetricScore.objects.filter(run=run).values_list("caption_id", "value")) for key, run in runs.items()}
+    out = {}
+    for key, run in runs.items():
+        if METRICS[key].level == "set":
+            out[key] = {
+                f"{i}/{s}": v for i, s, v in SetScore.objects.filter(run=run).values_list("image_id", "system_id", "value")
+                if np.isfinite(v)
+            }
+        else:
+            out[key] = dict(MetricScore.objects.filter(run=run).values_list("caption_id", "value"))
+    return out
 
 
 def human_rows(campaign, criterion):
@@ -69,7 +82,9 @@ def _correlations(campaign, criterion, scores, n_resamples, seed):
         for pk, image_id, system_id in Caption.objects.filter(image__dataset=campaign.dataset).values_list("pk", "image_id", "system_id"):
             members[f"{image_id}/{system_id}"].append(pk)
     for metric, by_caption in scores.items():
-        if set_level:
+        if set_level and METRICS[metric].level == "set":
+            value = by_caption
+        elif set_level:
             value = {}
             for u in set(units):
                 vals = [by_caption[c] for c in members.get(u, []) if c in by_caption]

@@ -70,3 +70,122 @@ def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", sta
     fig.savefig(buf, format="png")
     plt.close(fig)
     return buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------------
+# Caption-set diversity (Wang & Chan 2019): the figures of the paper
+# --------------------------------------------------------------------------------------------
+_COLOURS = plt.get_cmap("tab10").colors
+
+
+def _png(fig) -> bytes:
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def diversity_accuracy_png(points, diversity_name: str = "Self-CIDEr diversity", accuracy_name: str = "accuracy (CIDEr-D)") -> bytes:
+    """PNG scatter of diversity (x) against accuracy (y), one labelled point per system
+    (Wang & Chan 2019, Fig. 4).
+
+    points : sequence of (system name, diversity in [0, 1], accuracy >= 0); NaN points are skipped.
+    """
+    fig, ax = plt.subplots(figsize=(5.0, 3.8), dpi=100)
+    for i, (name, div, acc) in enumerate(points):
+        if div is None or acc is None or not (np.isfinite(div) and np.isfinite(acc)):
+            continue
+        ax.scatter([div], [acc], s=50, color=_COLOURS[i % 10], zorder=3)
+        ax.annotate(name, (div, acc), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xlabel(diversity_name)
+    ax.set_ylabel(accuracy_name)
+    ax.set_title("diversity vs accuracy per system", fontsize=10)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def f_score_bars_png(names, values, beta2: float) -> bytes:
+    """PNG bars of the F-score per system (Wang & Chan 2019, Sec. 5; beta^2 weights diversity).
+
+    names : system names; values : F-scores (NaN drawn as 0 with no label).
+    """
+    vals = [0.0 if v is None or not np.isfinite(v) else float(v) for v in values]
+    fig, ax = plt.subplots(figsize=(max(3.5, 0.8 * len(names) + 1.5), 3.4), dpi=100)
+    bars = ax.bar(list(names), vals, color=[_COLOURS[i % 10] for i in range(len(vals))])
+    for bar, v in zip(bars, values):
+        if v is not None and np.isfinite(v):
+            ax.annotate(f"{v:.3f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=7)
+    ax.set_ylabel(f"F-score (beta^2 = {beta2:g})")
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def vocabulary_png(curves) -> bytes:
+    """PNG with two panels: vocabulary size per system (bars) and word-frequency curves (frequency of
+    the r-th most frequent word against r, log-log; Wang & Chan 2019, Figs. 2-3).
+
+    curves : {system name: sorted word counts, most frequent first}.
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.6), dpi=100)
+    names = list(curves)
+    left.bar(names, [len(c) for c in curves.values()], color=[_COLOURS[i % 10] for i in range(len(names))])
+    left.set_ylabel("vocabulary size (distinct words)")
+    left.tick_params(axis="x", labelrotation=30, labelsize=8)
+    for i, (name, counts) in enumerate(curves.items()):
+        if len(counts):
+            right.loglog(np.arange(1, len(counts) + 1), counts, label=name, color=_COLOURS[i % 10], lw=1.5)
+    right.set_xlabel("word rank")
+    right.set_ylabel("frequency")
+    right.legend(fontsize=7, frameon=False)
+    right.grid(alpha=0.3, which="both")
+    return _png(fig)
+
+
+def radar_png(coordinates, labels, title: str = "") -> bytes:
+    """PNG radar chart: each caption (one polygon) on the k strongest latent semantics (axes)
+    (Wang & Chan 2019, appendix visualisation).
+
+    coordinates : array (m captions, k axes); labels : m short caption labels for the legend.
+    """
+    coords = np.asarray(coordinates, float)
+    m, k = coords.shape
+    angles = np.linspace(0, 2 * np.pi, k, endpoint=False)
+    closed = np.concatenate([angles, angles[:1]])
+    fig = plt.figure(figsize=(4.6, 4.0), dpi=100)
+    ax = fig.add_subplot(111, projection="polar")
+    for i in range(m):
+        values = np.concatenate([coords[i], coords[i, :1]])
+        ax.plot(closed, values, color=_COLOURS[i % 10], lw=1.3, label=labels[i][:40])
+        ax.fill(closed, values, color=_COLOURS[i % 10], alpha=0.06)
+    ax.set_xticks(angles)
+    ax.set_xticklabels([f"s{j + 1}" for j in range(k)], fontsize=8)
+    ax.tick_params(axis="y", labelsize=6)
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=6, frameon=False)
+    fig.subplots_adjust(right=0.6)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def mds_png(coordinates, groups, title: str = "") -> bytes:
+    """PNG map of captions in 2-D (multidimensional scaling of caption similarities; Wang & Chan
+    2019, Fig. 9), coloured by system.
+
+    coordinates : array (n captions, 2); groups : n system names.
+    """
+    xy = np.asarray(coordinates, float)
+    fig, ax = plt.subplots(figsize=(5.0, 4.0), dpi=100)
+    for i, name in enumerate(dict.fromkeys(groups)):
+        idx = [j for j, g in enumerate(groups) if g == name]
+        ax.scatter(xy[idx, 0], xy[idx, 1], s=30, color=_COLOURS[i % 10], label=name, alpha=0.8)
+    ax.legend(fontsize=7, frameon=False)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title, fontsize=9)
+    return _png(fig)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import diversity_views, views
 
 app_name = "analysis"
 urlpatterns = [
@@ -10,4 +10,13 @@ urlpatterns = [
     path("datasets/<slug:name>/correlations.json", views.report_json, name="report-json"),
     path("datasets/<slug:name>/correlations.csv", views.report_csv, name="report-csv"),
     path("datasets/<slug:name>/scatter/<slug:metric>.png", views.scatter, name="scatter"),
+    path("datasets/<slug:name>/diversity/", diversity_views.diversity_page, name="diversity"),
+    path("datasets/<slug:name>/diversity.json", diversity_views.diversity_json, name="diversity-json"),
+    path("datasets/<slug:name>/diversity.csv", diversity_views.diversity_csv, name="diversity-csv"),
+    path("datasets/<slug:name>/diversity/scatter.png", diversity_views.scatter_png, name="diversity-scatter"),
+    path("datasets/<slug:name>/diversity/f-score.png", diversity_views.f_score_png, name="diversity-fscore"),
+    path("datasets/<slug:name>/diversity/vocabulary.png", diversity_views.vocabulary_png, name="diversity-vocabulary"),
+    path("datasets/<slug:name>/images/<str:key>/", diversity_views.image_page, name="image"),
+    path("datasets/<slug:name>/images/<str:key>/mds.png", diversity_views.mds_png, name="image-mds"),
+    path("datasets/<slug:name>/images/<str:key>/radar/<str:system>.png", diversity_views.radar_png, name="image-radar"),
 ]

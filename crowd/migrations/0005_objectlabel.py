@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
                 ('label', models.CharField(max_length=100)),
                 ('count', models.PositiveIntegerField(default=1)),
                 ('source', models.CharField(blank=True, max_length=255)),
-                ('image', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='objects', to='crowd.image')),
+                ('image', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='object_labels', to='crowd.image')),
             ],
             options={
                 'ordering': ['image', '-count', 'label'],

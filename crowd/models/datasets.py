@@ -106,7 +106,7 @@ class ObjectLabel(models.Model):
     et al. 2019) compares a caption with this bag of labels. ``source`` names the file it came from.
     """
 
-    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="objects")
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="object_labels")
     label = models.CharField(max_length=100)
     count = models.PositiveIntegerField(default=1)
     source = models.CharField(max_length=255, blank=True)

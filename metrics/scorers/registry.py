@@ -1,10 +1,19 @@
-"""The metrics the platform knows, their versions, and one entry point to score with any of them.
+"""The metrics the platform knows, their versions, and one entry point per level to score with them.
 
-A metric *key* (``bleu_4``, ``cider_d``...) names one number per candidate caption. The *version*
-string is stored with every run: it changes whenever the numbers a metric produces could change, so
-results of different versions are never mixed.
+A metric *key* (``bleu_4``, ``cider_d``, ``self_cider``, ``mtld``...) names one number per unit of
+its *level*:
 
-Django-free: ``score()`` works on plain lists of PTB-tokenised strings.
+* ``caption`` -- one per candidate caption (BLEU, METEOR, ROUGE-L, CIDEr-D, VIFIDEL): :func:`score`;
+* ``set`` -- one per caption set, i.e. the captions of one system for one image (Self-CIDEr, LSA and
+  mBLEU diversity, set accuracy; Wang & Chan 2019): :func:`score_sets`;
+* ``system`` -- one per system's caption corpus (vocabulary size, TTR, MTLD... with the Lexical Gap
+  against the references; Kershaw & Bober 2019): :func:`score_systems`.
+
+The *version* string is stored with every run: it changes whenever the numbers a metric produces
+could change, so results of different versions are never mixed. ``GROUPS`` names sets of keys for the
+command line (``--metric diversity``).
+
+Django-free: everything works on plain lists of PTB-tokenised strings.
 """
 from __future__ import annotations
 
@@ -25,8 +34,11 @@ class Metric:
     family : scorers computed together (BLEU-1..4 come out of one pass).
     version : implementation version stored with each run.
     range : (low, high) of the per-caption score.
-    needs_corpus : True when a caption's score depends on the whole evaluated set (CIDEr-D's
-        document frequencies), so a chunk of work needs dataset-wide statistics.
+    needs_corpus : True when a score depends on dataset-wide statistics (CIDEr-D's document
+        frequencies, also behind Self-CIDEr and set accuracy), so a chunk needs them.
+    level : "caption", "set" or "system" (see the module docstring).
+    needs_objects : True for metrics that compare captions with the image's object labels (VIFIDEL).
+    higher : what a higher value means ("better", "more diverse", "more similar").
     """
 
     key: str
@@ -36,6 +48,9 @@ class Metric:
     range: tuple[float, float]
     needs_corpus: bool = False
     description: str = ""
+    level: str = "caption"
+    needs_objects: bool = False
+    higher: str = "better"
 
 
 class UnknownMetricError(ValueError):
@@ -70,6 +85,69 @@ METRICS: dict[str, Metric] = {
     ),
 }
 
+DIVERSITY_VERSION = "captioneval-diversity/1"
+LEXICAL_VERSION = "captioneval-lexical/1+lexicalrichness-0.5.1"
+VIFIDEL_VERSION = "captioneval-vifidel/1"
+
+METRICS.update({
+    "self_cider": Metric(
+        "self_cider", "Self-CIDEr", "self_cider", DIVERSITY_VERSION, (0.0, 1.0), needs_corpus=True, level="set",
+        higher="more diverse",
+        description="Self-CIDEr diversity of a caption set (Wang & Chan, CVPR 2019, Eq. 5-7): kernelised LSA "
+        "over the CIDEr-D kernel, -log(r)/log(m).",
+    ),
+    "lsa": Metric(
+        "lsa", "LSA diversity", "lsa", DIVERSITY_VERSION, (0.0, 1.0), level="set", higher="more diverse",
+        description="LSA diversity (Wang & Chan 2019, Sec. 3.1): singular values of the word-count matrix.",
+    ),
+    **{
+        f"mbleu_{n}": Metric(
+            f"mbleu_{n}", f"1 - mBLEU-{n}", "mbleu", DIVERSITY_VERSION, (0.0, 1.0), level="set", higher="more diverse",
+            description=f"mBLEU-{n} diversity 1 - (1/m) sum_i BLEU-{n}(c_i, C minus c_i) (Shetty et al. 2017; "
+            "Wang & Chan 2019).",
+        )
+        for n in range(1, 5)
+    },
+    "mbleu_mix": Metric(
+        "mbleu_mix", "1 - mBLEU-mix", "mbleu", DIVERSITY_VERSION, (0.0, 1.0), level="set", higher="more diverse",
+        description="1 - mean of mBLEU-1..4 (Wang & Chan 2019).",
+    ),
+    "set_accuracy": Metric(
+        "set_accuracy", "Accuracy (CIDEr-D)", "set_accuracy", "captioneval-cider-d/1", (0.0, 10.0),
+        needs_corpus=True, level="set",
+        description="Mean CIDEr-D of the set's captions against the references (Wang & Chan 2019, Sec. 5); for "
+        "the reference set itself the leave-one-out human accuracy.",
+    ),
+    "vocabulary": Metric(
+        "vocabulary", "Vocabulary size", "vocabulary", DIVERSITY_VERSION, (0.0, float("inf")), level="system",
+        higher="more diverse",
+        description="Distinct words in a system's captions, with its word-frequency curve (Wang & Chan 2019, Figs. 2-3).",
+    ),
+    **{
+        key: Metric(
+            key, name, "lexical", LEXICAL_VERSION, rng, level="system", higher="more diverse",
+            description=f"{name} of the system's caption corpus (lexicalrichness), with the lexical diversity "
+            "ratio l_d against the references and the Lexical Gap L_g (Kershaw & Bober 2019).",
+        )
+        for key, name, rng in [
+            ("ttr", "TTR", (0.0, 1.0)), ("root_ttr", "Root TTR", (0.0, float("inf"))),
+            ("log_ttr", "Log TTR", (0.0, 1.0)), ("hdd", "HD-D", (0.0, 1.0)), ("mtld", "MTLD", (0.0, float("inf"))),
+        ]
+    },
+    "vifidel": Metric(
+        "vifidel", "VIFIDEL", "vifidel", VIFIDEL_VERSION, (0.0, 1.0), needs_objects=True, higher="more faithful",
+        description="VIFIDEL (Madhyastha et al., ACL 2019): word mover's similarity between the caption and the "
+        "image's object labels; the raw distance is kept with each score.",
+    ),
+    "vifidel_ref": Metric(
+        "vifidel_ref", "VIFIDEL (reference-weighted)", "vifidel", VIFIDEL_VERSION, (0.0, 1.0), needs_objects=True,
+        higher="more faithful",
+        description="VIFIDEL with word importance weights from the reference captions (Madhyastha et al. 2019, Sec. 3).",
+    ),
+})
+
+LEXICAL_MEASURES = ("ttr", "root_ttr", "log_ttr", "hdd", "mtld")
+
 UNAVAILABLE: dict[str, str] = {
     "spice": (
         "SPICE is unavailable: its jar downloads Stanford CoreNLP 3.6.0 at start-up, which no package "
@@ -77,7 +155,32 @@ UNAVAILABLE: dict[str, str] = {
     ),
 }
 
-DEFAULT_METRICS: tuple[str, ...] = tuple(METRICS)
+#: the COCO caption metrics, computed when no metric is named
+DEFAULT_METRICS: tuple[str, ...] = ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider_d")
+
+#: names usable in place of metric keys on the command line and in forms
+GROUPS: dict[str, tuple[str, ...]] = {
+    "coco": DEFAULT_METRICS,
+    "diversity": ("self_cider", "lsa", "mbleu_1", "mbleu_2", "mbleu_3", "mbleu_4", "mbleu_mix", "set_accuracy", "vocabulary"),
+    "lexical": LEXICAL_MEASURES,
+    "fidelity": ("vifidel", "vifidel_ref"),
+}
+
+
+assert not set(GROUPS) & set(METRICS), "a group name must not shadow a metric key"
+
+
+def expand(keys) -> list[str]:
+    """Replace group names (:data:`GROUPS`) by their keys, keeping order and dropping repeats."""
+    out = []
+    for key in keys:
+        out.extend(GROUPS.get(key, (key,)))
+    return list(dict.fromkeys(out))
+
+
+def keys_at(level: str) -> list[str]:
+    """Keys of the metrics of one level, in registry order."""
+    return [k for k, m in METRICS.items() if m.level == level]
 
 
 def get_metric(key: str) -> Metric:
@@ -138,4 +241,152 @@ def score(
         from .cider import cider_d
 
         return cider_d(candidates, references, df=document_frequency)
-    raise AssertionError(f"no scorer wired for family {metric.family!r}")  # pragma: no cover
+    raise ValueError(f"{key!r} is a {metric.level}-level metric; use score_sets/score_systems/score_vifidel")
+
+
+def score_vifidel(
+    key: str,
+    texts: Sequence[str],
+    objects: Sequence[dict],
+    references: Sequence[Sequence[str]] | None = None,
+    vectors: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """VIFIDEL of each caption against its image's object labels (Madhyastha et al. 2019).
+
+    Parameters
+    ----------
+    texts : n raw captions (VIFIDEL does its own word processing; see :mod:`metrics.scorers.vifidel`).
+    objects : n mappings label -> instance count.
+    references : n lists of reference captions (``vifidel_ref`` only: importance weights).
+    vectors : word-vector file, or None for the bundled GloVe 6B 50-d.
+
+    Returns ``(similarity, distance)``, two float64 arrays (n,): the similarity exp(-WMD) in (0, 1]
+    that correlations use, and the raw word mover's distance; NaN where no score is possible (no
+    known word in the caption, no objects).
+    """
+    from . import embeddings, vifidel
+
+    metric = get_metric(key)
+    if metric.family != "vifidel":
+        raise ValueError(f"{key!r} is not a VIFIDEL metric")
+    if key == "vifidel_ref" and references is None:
+        raise ValueError("vifidel_ref needs the reference captions of each caption")
+    kv = embeddings.load_vectors(vectors)
+    batch = vifidel.vifidel_many(
+        list(texts), list(objects), [list(r) for r in references] if key == "vifidel_ref" else None, vectors=kv
+    )
+    return batch.similarity, batch.distance
+
+
+def score_sets(
+    key: str,
+    sets: Sequence[Sequence[str]],
+    references: Sequence[Sequence[str]] | None = None,
+    document_frequency=None,
+    m: int | None = None,
+    is_reference: Sequence[bool] | None = None,
+) -> np.ndarray:
+    """Score caption sets with the set-level metric ``key``.
+
+    Parameters
+    ----------
+    sets : n_sets lists of PTB-tokenised captions (a system's captions for one image, in key order).
+    references : n_sets lists of tokenised references of each set's image (``set_accuracy`` only;
+        an empty list gives NaN: nothing to compare with).
+    document_frequency : :class:`metrics.scorers.cider.DocumentFrequency` (``self_cider`` and
+        ``set_accuracy``; required for ``self_cider``).
+    m : use the first ``m`` captions of each set (None: all). Sets with fewer than 2 captions give NaN
+        for the diversity metrics (diversity is undefined for one caption).
+    is_reference : per set, True when the set *is* the image's references (``set_accuracy`` then gives
+        the leave-one-out human accuracy, Wang & Chan 2019 Sec. 5).
+
+    Returns ndarray (n_sets,), float64, NaN where undefined.
+    """
+    from . import diversity
+
+    metric = get_metric(key)
+    if metric.level != "set":
+        raise ValueError(f"{key!r} is not a set-level metric")
+    sets = [list(s[:m]) if m else list(s) for s in sets]
+    out = np.full(len(sets), np.nan)
+    if metric.family == "set_accuracy":
+        if references is None:
+            raise ValueError("set_accuracy needs the references of each set")
+        flags = list(is_reference) if is_reference is not None else [False] * len(sets)
+        model = [i for i, s in enumerate(sets) if references[i] and not flags[i]]
+        human = [i for i, s in enumerate(sets) if flags[i] and len(sets[i]) >= 2]
+        if model:
+            out[model] = diversity.accuracy([sets[i] for i in model], [references[i] for i in model], df=document_frequency)
+        if human:
+            out[human] = diversity.leave_one_out_accuracy([sets[i] for i in human], df=document_frequency)
+        return out
+    ok = [i for i, s in enumerate(sets) if len(s) >= 2]
+    if not ok:
+        return out
+    chosen = [sets[i] for i in ok]
+    if metric.family == "self_cider":
+        if document_frequency is None:
+            raise ValueError("Self-CIDEr needs a document-frequency table")
+        out[ok] = diversity.self_cider(chosen, document_frequency)
+    elif metric.family == "lsa":
+        out[ok] = diversity.lsa_diversity(chosen)
+    elif metric.family == "mbleu":
+        column = 4 if key == "mbleu_mix" else int(key[-1]) - 1
+        out[ok] = diversity.mbleu(chosen)[:, column]
+    return out
+
+
+def score_systems(key: str, corpora: Sequence[Sequence[str]], reference_corpora: Sequence[Sequence[str]] | None = None):
+    """Score each system's caption corpus with the system-level metric ``key``.
+
+    Parameters
+    ----------
+    corpora : per system, its PTB-tokenised captions. MTLD depends on the order: the pipeline passes
+        the first caption of every image, then the second..., the order that mixes images (image
+        by image, MTLD on THumB's references halves: 26.6 instead of 54.9).
+    reference_corpora : the reference captions as R corpora of one reference per image (the k-th
+        reference of every image); the reference value L(c_r) is the mean of L over them, so that it
+        is measured on a corpus of the size of a one-caption-per-image system (TTR-type measures
+        fall with corpus size). None or empty: no ratio.
+
+    Returns a list of ``(value, details)``: for ``vocabulary`` value = distinct words and details =
+    ``{"n_tokens", "frequencies": [sorted word counts, most frequent first, at most 2,000 ranks],
+    "top": [[word, count] x 20]}``; for the lexical measures value = L(corpus) and details =
+    ``{"reference": L(c_r), "ldr": l_d = L(c_m) / L(c_r), "lexical_gap": L_g}`` (Kershaw & Bober 2019,
+    Eqs. 1-2; mu = 0.81, alpha = 5), None/NaN where a corpus is too short for the measure (HD-D
+    needs 42 tokens).
+    """
+    metric = get_metric(key)
+    if metric.level != "system":
+        raise ValueError(f"{key!r} is not a system-level metric")
+    if metric.family == "vocabulary":
+        from .diversity import vocabulary
+
+        out = []
+        for corpus in corpora:
+            size, counts = vocabulary(corpus)
+            ranked = sorted(counts.items(), key=lambda wc: (-wc[1], wc[0]))
+            out.append((float(size), {
+                "n_tokens": int(sum(counts.values())),
+                "frequencies": [c for _, c in ranked[:2000]],
+                "top": [[w, c] for w, c in ranked[:20]],
+            }))
+        return out
+    from . import lexical
+
+    refs = [list(c) for c in (reference_corpora or []) if c]
+    ref_values = [lexical.corpus_diversity(c, key) for c in refs]
+    ref_values = [v for v in ref_values if np.isfinite(v)]
+    ref_value = float(np.mean(ref_values)) if ref_values else float("nan")
+    out = []
+    for corpus in corpora:
+        value = lexical.corpus_diversity(list(corpus), key) if corpus else float("nan")
+        ratio = value / ref_value if ref_value and np.isfinite(ref_value) and np.isfinite(value) else float("nan")
+        gap = float(lexical.lexical_gap(ratio)) if np.isfinite(ratio) else float("nan")
+        out.append((float(value), {"reference": _finite(ref_value), "ldr": _finite(ratio), "lexical_gap": _finite(gap)}))
+    return out
+
+
+def _finite(x: float) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None

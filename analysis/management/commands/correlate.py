@@ -44,13 +44,20 @@ class Command(BaseCommand):
         parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples (0 = no CIs)")
         parser.add_argument("--cider-df", metavar="FILE", help="use the CIDEr-D run computed with this document-frequency table")
         parser.add_argument("--seed", type=int, default=0, help="bootstrap random seed")
+        parser.add_argument(
+            "--weighting", metavar="KIND:MEASURE",
+            help="also report gap-weighted metrics (Kershaw & Bober 2019): gap:<measure> = M x Lexical Gap, "
+            "ldr:<measure> = M x lexical diversity ratio; measures: ttr, root_ttr, log_ttr, hdd, mtld",
+        )
 
-    def handle(self, *args, dataset, metrics, resamples, seed, cider_df, **options):
+    def handle(self, *args, dataset, metrics, resamples, seed, cider_df, weighting, **options):
         as_json = options["json"]
         if resamples < 0:
             raise CommandError("--resamples must be >= 0")
         try:
-            report = correlation_report(dataset, metrics, n_resamples=resamples, seed=seed, cider_df=cider_df)
+            report = correlation_report(
+                dataset, metrics, n_resamples=resamples, seed=seed, cider_df=cider_df, weighting=weighting
+            )
         except (PipelineError, ReportError) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(json.dumps(report, indent=None) if as_json else format_table(report))

@@ -1,4 +1,4 @@
-"""``manage.py compute_metrics --dataset <name> [--metric M ...] [--wait]``.
+"""``manage.py compute_metrics --dataset <name> [--metric M ...] [--m N] [--vectors FILE] [--wait]``.
 
 Queues one metric run per metric on Celery and, with ``--wait`` (or when tasks run in-process
 because no broker is configured), shows a progress bar until every run is done or failed.
@@ -11,7 +11,7 @@ from tqdm import tqdm
 from evalsite.celery import app as celery_app
 from metrics import pipeline
 from metrics.models import MetricRun
-from metrics.scorers.registry import METRICS
+from metrics.scorers.registry import GROUPS, METRICS
 from metrics.signals import run_progress
 
 
@@ -22,7 +22,18 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", required=True, help="dataset name")
         parser.add_argument(
             "--metric", nargs="+", action="extend", dest="metrics", metavar="M",
-            help=f"metrics to compute (default: all): {', '.join(METRICS)}",
+            help=f"metrics or groups to compute (default: coco). Groups: "
+            + "; ".join(f"{g} = {' '.join(k)}" for g, k in GROUPS.items()) + f". Metrics: {', '.join(METRICS)}",
+        )
+        parser.add_argument(
+            "--m", type=int, default=None,
+            help="set-level metrics: use the first M captions of each caption set (default: all; the official "
+            "Self-CIDEr script used 5)",
+        )
+        parser.add_argument(
+            "--vectors", metavar="FILE", default=None,
+            help="VIFIDEL: word2vec (.bin/.txt) or GloVe text file (default: settings.VIFIDEL_VECTORS, else the "
+            "bundled GloVe 6B 50-d)",
         )
         parser.add_argument("--wait", action="store_true", help="wait for the workers and show progress")
         parser.add_argument("--force", action="store_true", help="discard stored scores and compute again")
@@ -33,9 +44,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
 
-    def handle(self, *args, dataset, metrics, wait, force, timeout, cider_df, **options):
+    def handle(self, *args, dataset, metrics, wait, force, timeout, cider_df, m, vectors, **options):
         try:
-            runs = pipeline.plan_runs(dataset, metrics, force=force, cider_df=cider_df)
+            runs = pipeline.plan_runs(dataset, metrics, force=force, cider_df=cider_df, m=m, vectors=vectors)
         except pipeline.PipelineError as exc:
             raise CommandError(str(exc)) from None
         todo = [r for r in runs if r.status != MetricRun.DONE]
@@ -47,7 +58,7 @@ class Command(BaseCommand):
         eager = bool(celery_app.conf.task_always_eager)
         show = eager or wait
         bar = tqdm(
-            total=sum(r.total for r in todo), initial=sum(r.completed for r in todo), unit="caption",
+            total=sum(r.total for r in todo), initial=sum(r.completed for r in todo), unit="unit",
             desc="scoring", disable=not show, dynamic_ncols=True,
         )
         done_by_run = {r.pk: r.completed for r in todo}

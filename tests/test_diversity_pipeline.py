@@ -1,0 +1,276 @@
+"""Caption sets end to end on PostgreSQL: COCO importers, set- and system-level metric runs (Self-CIDEr,
+LSA, mBLEU, accuracy, vocabulary, lexical measures with the Lexical Gap, VIFIDEL), the diversity
+summary with F-score, gap-weighted correlations, and runs through a real Celery worker.
+
+Data (bundled, see data/*/SOURCE.txt): the official Self-CIDEr example sets (merge_results.json,
+10 model captions per COCO image), THumB's COCO references (4 per image) and its four models'
+captions, and POPE's object labels.
+"""
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.core.management.base import CommandError
+
+from analysis.diversity import diversity_summary
+from analysis.reports import ReportError, correlation_report
+from crowd.models import Caption, Dataset, HumanJudgment, Image, ObjectLabel, System
+from metrics.models import MetricRun, MetricScore, SetScore, SystemScore
+from metrics.scorers import diversity, lexical, registry
+from metrics.scorers.cider import DocumentFrequency
+from metrics.scorers.tokenizer import ptb_tokenize
+
+from .conftest import ROOT, run_command
+
+DATA = ROOT / "data"
+MERGE = DATA / "coco_multicaption_selfcider_example" / "merge_results.json"
+THUMB_REFS = DATA / "thumb" / "mscoco_references.json"
+THUMB = DATA / "thumb" / "mscoco_THumB-1.0.jsonl"
+POPE = DATA / "pope_coco_objects" / "coco_pope_random.json"
+
+pytestmark = pytest.mark.django_db
+
+
+def _thumb_refs():
+    return {int(r["seg_id"]): r["refs"] for r in map(json.loads, THUMB_REFS.read_text().splitlines())}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """COCO-format files for the 30 images that are both in merge_results.json and in THumB."""
+    d = tmp_path_factory.mktemp("coco")
+    refs = _thumb_refs()
+    merge = [e for e in json.loads(MERGE.read_text()) if e["image_id"] in refs]
+    assert len(merge) == 30
+    ids = [e["image_id"] for e in merge]
+    ann = {
+        "images": [{"id": i, "file_name": f"COCO_val2014_{i:012d}.jpg"} for i in ids],
+        "annotations": [{"id": i * 10 + k, "image_id": i, "caption": c} for i in ids for k, c in enumerate(refs[i])],
+    }
+    (d / "captions.json").write_text(json.dumps(ann))
+    (d / "merge.json").write_text(json.dumps(merge))
+    models = defaultdict(list)  # the 4 THumB models' captions of an image, as one caption set (COCO results form)
+    for row in map(json.loads, THUMB.read_text().splitlines()):
+        if int(row["seg_id"]) in ids and row["SYS"] != "Human":
+            models[int(row["seg_id"])].append(row["hyp"])
+    (d / "thumb_models.json").write_text(json.dumps([{"image_id": i, "caption": c} for i in ids for c in models[i]]))
+    # the same merge sets in the one-caption-per-entry COCO results form
+    (d / "merge_as_results.json").write_text(json.dumps([{"image_id": e["image_id"], "caption": c} for e in merge for c in e["captions"]]))
+    return d
+
+
+@pytest.fixture
+def coco(files):
+    out = run_command(
+        "import_coco", "--name", "div", "--annotations", str(files / "captions.json"),
+        "--results", f"merge={files / 'merge.json'}", "--results", f"thumb-models={files / 'thumb_models.json'}",
+    )
+    assert "30 images" in out and "120 references" in out and "300 captions of merge" in out
+    return Dataset.objects.get(name="div")
+
+
+def snapshot():
+    return tuple(m.objects.count() for m in (Dataset, Image, System, Caption, ObjectLabel))
+
+
+def test_import_forms_are_equivalent_and_idempotent(coco, files):
+    before = snapshot()
+    out = run_command("import_coco", "--name", "div", "--results", f"merge={files / 'merge.json'}")
+    assert "nothing changed" in out and snapshot() == before
+    run_command("import_coco", "--name", "div", "--results", f"merge-b={files / 'merge_as_results.json'}")
+    sets = defaultdict(lambda: defaultdict(list))
+    for img, system, text in Caption.objects.filter(image__dataset=coco).order_by("key").values_list("image__key", "system__name", "text"):
+        sets[system][img].append(text)
+    assert sets["merge"] == sets["merge-b"] and len(sets["merge"]) == 30
+    assert all(len(v) == 10 for v in sets["merge"].values()) and all(len(v) == 4 for v in sets["thumb-models"].values())
+    assert coco.reference_system.name == "coco-references"
+    # a different caption set under an existing system name is refused, nothing written
+    before = snapshot()
+    with pytest.raises(CommandError, match="exists with different captions"):
+        run_command("import_coco", "--name", "div", "--results", f"merge={files / 'thumb_models.json'}")
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('[{"image_id": 1, "caption": "a"}, {"image_id": 2, "captions": ["b"]}]', "mixes"),
+        ('[{"image_id": 1, "captions": []}]', "non-empty list"),
+        ('[{"image_id": null, "caption": "a dog"}]', "image_id"),
+        ('[{"image_id": 1, "caption": "   "}]', "empty caption"),
+        ('{"image_id": 1}', "non-empty JSON list"),
+        ("[{]", "not valid JSON"),
+    ],
+)
+def test_bad_results_file_writes_nothing(tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    before = snapshot()
+    with pytest.raises(CommandError, match=message):
+        run_command("import_coco", "--name", "x", "--results", f"sys={bad}")
+    assert snapshot() == before
+
+
+def test_object_labels_from_pope_csv_and_coco_instances(coco, tmp_path):
+    merge_ids = {e["image_id"] for e in json.loads(MERGE.read_text())}
+    out = run_command("import_coco", "--name", "objs", "--results", f"merge={MERGE}", "--objects", str(POPE))
+    assert "object labels" in out and "images not in the dataset were skipped" in out.replace("image(s)", "images")
+    ds = Dataset.objects.get(name="objs")
+    labelled = set(ObjectLabel.objects.filter(image__dataset=ds).values_list("image__key", flat=True))
+    assert len(labelled) == 16 and {int(k) for k in labelled} <= merge_ids
+    assert ObjectLabel.objects.filter(image__dataset=ds).count() == 16 * 3  # 3 "yes" objects per POPE image
+    key = sorted(labelled)[0]
+    csv_file = tmp_path / "objects.csv"
+    csv_file.write_text(f"image_id,label,count\n{key},Tennis  Racket,2\n{key},person,1\n{key},person,2\n")
+    run_command("import_coco", "--name", "objs", "--objects", str(csv_file))
+    assert dict(ObjectLabel.objects.filter(image__dataset=ds, image__key=key).values_list("label", "count")) == {
+        "tennis racket": 2, "person": 3,
+    }
+    inst = tmp_path / "instances.json"
+    inst.write_text(json.dumps({
+        "categories": [{"id": 1, "name": "zebra"}, {"id": 2, "name": "tree"}],
+        "annotations": [{"image_id": int(key), "category_id": 1}] * 3 + [{"image_id": int(key), "category_id": 2}],
+    }))
+    run_command("import_coco", "--name", "objs", "--objects", str(inst))
+    assert dict(ObjectLabel.objects.filter(image__dataset=ds, image__key=key).values_list("label", "count")) == {"zebra": 3, "tree": 1}
+    before = snapshot()
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"image_id,label,count\n{key},dog,many\n")
+    with pytest.raises(CommandError, match=r"bad.csv:2: count .many. is not an integer"):
+        run_command("import_coco", "--name", "objs", "--objects", str(bad))
+    assert snapshot() == before
+
+
+def _sets_from_rows(dataset):
+    """Caption sets straight from the rows, tokenised afresh: {(image id, system id): [tokens]}."""
+    rows = list(Caption.objects.filter(image__dataset=dataset).order_by("image_id", "system_id", "key").values_list("image_id", "system_id", "text"))
+    tokens = ptb_tokenize([r[2] for r in rows])
+    sets = defaultdict(list)
+    for (img, sys_, _), tok in zip(rows, tokens):
+        sets[(img, sys_)].append(tok)
+    return sets
+
+
+def test_set_level_runs_equal_the_kernels_and_store_their_options(coco):
+    out = run_command("compute_metrics", "--dataset", "div", "--metric", "diversity", "--wait")
+    assert "self_cider: done" in out and "vocabulary: done" in out
+    sets = _sets_from_rows(coco)
+    ref_id = coco.reference_system_id
+    df = DocumentFrequency.from_references([v for (img, s), v in sorted(sets.items()) if s == ref_id])
+    units = sorted(sets)
+    assert len(units) == 90  # 30 images x (references, merge, thumb-models)
+    runs = {r.metric: r for r in MetricRun.objects.filter(dataset=coco)}
+    assert runs["self_cider"].params["m"] is None and runs["self_cider"].params["document_frequency"] == "dataset"
+    stored = {(s.image_id, s.system_id): s.value for s in SetScore.objects.filter(run=runs["self_cider"])}
+    expected = diversity.self_cider([sets[u] for u in units], df)
+    np.testing.assert_allclose([stored[u] for u in units], expected, atol=1e-9)
+    lsa = {(s.image_id, s.system_id): s.value for s in SetScore.objects.filter(run=runs["lsa"])}
+    np.testing.assert_allclose([lsa[u] for u in units], diversity.lsa_diversity([sets[u] for u in units]), atol=1e-9)
+    # accuracy: model sets against the references; the reference set itself = leave-one-out
+    acc = {(s.image_id, s.system_id): s.value for s in SetScore.objects.filter(run=runs["set_accuracy"])}
+    model_units = [u for u in units if u[1] != ref_id]
+    refs_of = {img: sets[(img, ref_id)] for img, _ in units}
+    np.testing.assert_allclose(
+        [acc[u] for u in model_units],
+        diversity.accuracy([sets[u] for u in model_units], [refs_of[u[0]] for u in model_units], df=df), atol=1e-9,
+    )
+    ref_units = [u for u in units if u[1] == ref_id]
+    np.testing.assert_allclose([acc[u] for u in ref_units], diversity.leave_one_out_accuracy([sets[u] for u in ref_units], df=df), atol=1e-9)
+    # m = 5 (the official driver) is a separate run with its own numbers
+    run_command("compute_metrics", "--dataset", "div", "--metric", "self_cider", "--m", "5", "--wait")
+    five = MetricRun.objects.get(dataset=coco, metric="self_cider", params__m=5)
+    merge = System.objects.get(dataset=coco, name="merge")
+    got = {s.image_id: (s.value, s.n_captions) for s in SetScore.objects.filter(run=five, system=merge)}
+    imgs = sorted(got)
+    np.testing.assert_allclose([got[i][0] for i in imgs], diversity.self_cider([sets[(i, merge.pk)][:5] for i in imgs], df), atol=1e-9)
+    assert {n for _, n in got.values()} == {5}
+    # the run is idempotent: a second request changes nothing
+    before = SetScore.objects.count()
+    assert "up to date" in run_command("compute_metrics", "--dataset", "div", "--metric", "diversity", "--wait")
+    assert SetScore.objects.count() == before
+
+
+def test_summary_f_score_and_lexical_gap(coco):
+    run_command("compute_metrics", "--dataset", "div", "--metric", "diversity", "lexical", "--wait")
+    summary = diversity_summary("div")
+    rows = {r["system"]: r for r in summary["systems"]}
+    assert set(rows) == {"coco-references", "merge", "thumb-models"}
+    for r in rows.values():
+        d, a = r["self_cider"], r["set_accuracy"]
+        assert r["f_score"] == pytest.approx((1 + 5) * d * a / (5 * d + a), rel=1e-12)
+        assert 0 < d < 1 and r["n_sets"] == 30
+    # sampled model captions (merge) are more diverse than the four strong models' captions of an image
+    assert rows["merge"]["self_cider"] > rows["thumb-models"]["self_cider"]
+    assert rows["merge"]["vocabulary"] > rows["thumb-models"]["vocabulary"]
+    # lexical diversity ratio and Lexical Gap against the reference corpus
+    # the reference value is the mean MTLD of the 4 corpora holding the k-th reference of every image
+    sets = _sets_from_rows(coco)
+    ref_sets = [v for (img, s), v in sorted(sets.items()) if s == coco.reference_system_id]
+    ref_value = np.mean([lexical.corpus_diversity([r[k] for r in ref_sets], "mtld") for k in range(4)])
+    tm = SystemScore.objects.get(run__metric="mtld", system__name="thumb-models")
+    assert tm.details["reference"] == pytest.approx(ref_value, rel=1e-12)
+    assert tm.details["ldr"] == pytest.approx(tm.value / ref_value)
+    assert tm.details["lexical_gap"] == pytest.approx(float(lexical.lexical_gap(tm.details["ldr"])))
+    assert rows["thumb-models"]["lexical_gap_mtld"] == tm.details["lexical_gap"]
+    with pytest.raises(ValueError, match="beta2"):
+        diversity_summary("div", beta2=0)
+
+
+def test_gap_weighted_correlations(coco):
+    """Each caption of a model set gets a human score; the gap-weighted entry multiplies every
+    metric score by its system's L_g, so it differs from the plain one across systems."""
+    run_command("compute_metrics", "--dataset", "div", "--metric", "cider_d", "mtld", "--wait")
+    rng = np.random.default_rng(0)
+    coco.criterion = "quality"
+    coco.save()
+    cider = dict(MetricScore.objects.filter(run__metric="cider_d", run__dataset=coco).values_list("caption_id", "value"))
+    judgments = []
+    for cap in coco.candidates():
+        for r in range(2):
+            judgments.append(HumanJudgment(image_id=cap.image_id, system_id=cap.system_id, caption=cap, criterion="quality",
+                                           rater=f"r{r}", score=float(cider[cap.pk] + rng.normal(scale=0.3))))
+    HumanJudgment.objects.bulk_create(judgments)
+    report = correlation_report("div", ["cider_d"], n_resamples=50, weighting="gap:mtld")
+    assert list(report["metrics"]) == ["cider_d", "cider_d+gap_mtld"]
+    assert report["weighting"]["measure"] == "mtld" and report["metrics"]["cider_d+gap_mtld"]["name"] == "CIDEr-D x L_g (MTLD)"
+    assert report["metrics"]["cider_d+gap_mtld"]["pearson"] != pytest.approx(report["metrics"]["cider_d"]["pearson"])
+    out = run_command("correlate", "--dataset", "div", "--metric", "cider_d", "--weighting", "ldr:mtld", "--resamples", "20")
+    assert "CIDEr-D x l_d (MTLD)" in out
+    with pytest.raises(CommandError, match="weighting must be"):
+        run_command("correlate", "--dataset", "div", "--weighting", "gap:bleu_4")
+    with pytest.raises(ReportError, match="set-level"):
+        correlation_report("div", ["self_cider"])
+
+
+def test_errors_name_what_is_missing(coco, tmp_path):
+    run_command("import_coco", "--name", "norefs", "--results", f"merge={MERGE}")
+    with pytest.raises(CommandError, match="Self-CIDEr needs reference captions.*--cider-df"):
+        run_command("compute_metrics", "--dataset", "norefs", "--metric", "self_cider")
+    with pytest.raises(CommandError, match="object labels"):
+        run_command("compute_metrics", "--dataset", "div", "--metric", "vifidel")
+    with pytest.raises(CommandError, match="m .* >= 2"):
+        run_command("compute_metrics", "--dataset", "div", "--metric", "lsa", "--m", "1")
+    assert not MetricRun.objects.filter(dataset__name__in=["norefs", "div"]).exists()
+    # with a supplied document-frequency table Self-CIDEr runs without references
+    table = DocumentFrequency.from_references([[c] for e in json.loads(MERGE.read_text())[:200] for c in e["captions"][:1]])
+    (tmp_path / "df.json").write_text(json.dumps(table.to_json()))
+    out = run_command("compute_metrics", "--dataset", "norefs", "--metric", "self_cider", "--cider-df", str(tmp_path / "df.json"), "--wait")
+    assert "self_cider: done, 5,000/5,000" in out
+
+
+def test_vifidel_run_keeps_the_distance(tmp_path):
+    run_command("import_coco", "--name", "objs", "--results", f"merge={MERGE}", "--objects", str(POPE))
+    out = run_command("compute_metrics", "--dataset", "objs", "--metric", "vifidel", "--wait")
+    assert "vifidel: done, 160/160" in out  # 16 images with objects x 10 captions
+    from metrics.scorers import vifidel
+
+    scores = list(MetricScore.objects.filter(run__metric="vifidel").select_related("caption"))
+    first = scores[0]
+    objects = dict(ObjectLabel.objects.filter(image=first.caption.image).values_list("label", "count"))
+    direct = vifidel.vifidel(first.caption.text, objects)
+    assert first.raw == pytest.approx(direct.distance, abs=1e-9) and first.value == pytest.approx(direct.similarity, abs=1e-9)
+    assert all(0 <= s.value <= 1 for s in scores if np.isfinite(s.value))
