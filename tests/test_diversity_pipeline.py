@@ -7,10 +7,7 @@ Data (bundled, see data/*/SOURCE.txt): the official Self-CIDEr example sets (mer
 captions, and POPE's object labels.
 """
 import json
-import subprocess
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,43 +21,15 @@ from metrics.scorers import diversity, lexical, registry
 from metrics.scorers.cider import DocumentFrequency
 from metrics.scorers.tokenizer import ptb_tokenize
 
-from .conftest import ROOT, run_command
-
-DATA = ROOT / "data"
-MERGE = DATA / "coco_multicaption_selfcider_example" / "merge_results.json"
-THUMB_REFS = DATA / "thumb" / "mscoco_references.json"
-THUMB = DATA / "thumb" / "mscoco_THumB-1.0.jsonl"
-POPE = DATA / "pope_coco_objects" / "coco_pope_random.json"
+from .coco_sets import MERGE, POPE, write_coco_files
+from .conftest import run_command
 
 pytestmark = pytest.mark.django_db
 
 
-def _thumb_refs():
-    return {int(r["seg_id"]): r["refs"] for r in map(json.loads, THUMB_REFS.read_text().splitlines())}
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """COCO-format files for the 30 images that are both in merge_results.json and in THumB."""
-    d = tmp_path_factory.mktemp("coco")
-    refs = _thumb_refs()
-    merge = [e for e in json.loads(MERGE.read_text()) if e["image_id"] in refs]
-    assert len(merge) == 30
-    ids = [e["image_id"] for e in merge]
-    ann = {
-        "images": [{"id": i, "file_name": f"COCO_val2014_{i:012d}.jpg"} for i in ids],
-        "annotations": [{"id": i * 10 + k, "image_id": i, "caption": c} for i in ids for k, c in enumerate(refs[i])],
-    }
-    (d / "captions.json").write_text(json.dumps(ann))
-    (d / "merge.json").write_text(json.dumps(merge))
-    models = defaultdict(list)  # the 4 THumB models' captions of an image, as one caption set (COCO results form)
-    for row in map(json.loads, THUMB.read_text().splitlines()):
-        if int(row["seg_id"]) in ids and row["SYS"] != "Human":
-            models[int(row["seg_id"])].append(row["hyp"])
-    (d / "thumb_models.json").write_text(json.dumps([{"image_id": i, "caption": c} for i in ids for c in models[i]]))
-    # the same merge sets in the one-caption-per-entry COCO results form
-    (d / "merge_as_results.json").write_text(json.dumps([{"image_id": e["image_id"], "caption": c} for e in merge for c in e["captions"]]))
-    return d
+    return write_coco_files(tmp_path_factory.mktemp("coco"))
 
 
 @pytest.fixture
