@@ -95,3 +95,42 @@ def test_metric_job_through_a_real_worker(worker, worker_env):
 
     report = json.loads(run_command("correlate", "--dataset", "flickr8k-expert", "--json", "--resamples", "200"))
     print(check_published(report))
+
+
+def test_set_and_system_level_runs_through_a_real_worker(worker, worker_env, tmp_path):
+    """Self-CIDEr, LSA, mBLEU, accuracy, vocabulary, MTLD and VIFIDEL computed by the worker process
+    (chunks of 40 units) equal the kernels called directly on the same captions."""
+    from crowd.models import Caption
+    from metrics.models import SetScore, SystemScore
+    from metrics.scorers import diversity
+    from metrics.scorers.cider import DocumentFrequency
+    from metrics.scorers.tokenizer import ptb_tokenize
+
+    from .coco_sets import write_coco_files
+
+    d = write_coco_files(tmp_path)
+    run_command("import_coco", "--name", "div", "--annotations", str(d / "captions.json"), "--results",
+                f"merge={d / 'merge.json'}", "--objects", str(d / "objects.csv"))
+    result = subprocess.run(
+        [sys.executable, "manage.py", "compute_metrics", "--dataset", "div", "--metric", "diversity", "mtld", "vifidel",
+         "--wait", "--timeout", "600"],
+        cwd=ROOT, env=dict(worker_env, METRICS_CHUNK_SIZE="40"), capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert worker.poll() is None, "the worker died"
+    runs = {r.metric: r for r in MetricRun.objects.filter(dataset__name="div")}
+    assert all(r.status == MetricRun.DONE and r.completed == r.total for r in runs.values())
+    assert runs["self_cider"].total == 60 and runs["mtld"].total == 2 and runs["vifidel"].total > 0
+    rows = list(Caption.objects.filter(image__dataset__name="div").order_by("image_id", "system_id", "key")
+                .values_list("image_id", "system_id", "text"))
+    tokens = ptb_tokenize([t for _, _, t in rows])
+    sets = {}
+    for (img, sys_, _), tok in zip(rows, tokens):
+        sets.setdefault((img, sys_), []).append(tok)
+    ref_id = Dataset.objects.get(name="div").reference_system_id
+    df = DocumentFrequency.from_references([v for (img, s), v in sorted(sets.items()) if s == ref_id])
+    stored = {(s.image_id, s.system_id): s.value for s in SetScore.objects.filter(run=runs["self_cider"])}
+    units = sorted(sets)
+    np.testing.assert_allclose([stored[u] for u in units], diversity.self_cider([sets[u] for u in units], df), atol=1e-9)
+    assert SystemScore.objects.filter(run=runs["mtld"]).count() == 2
+    assert MetricScore.objects.filter(run=runs["vifidel"], raw__isnull=False).count() == runs["vifidel"].total

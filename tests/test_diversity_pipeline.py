@@ -243,3 +243,25 @@ def test_vifidel_run_keeps_the_distance(tmp_path):
     direct = vifidel.vifidel(first.caption.text, objects)
     assert first.raw == pytest.approx(direct.distance, abs=1e-9) and first.value == pytest.approx(direct.similarity, abs=1e-9)
     assert all(0 <= s.value <= 1 for s in scores if np.isfinite(s.value))
+
+
+def test_diversity_campaign_reports_set_level_metrics(coco):
+    """A diversity campaign's judgments are caption-set judgments: its report correlates them with
+    Self-CIDEr, LSA and mBLEU directly (and with the set mean of per-caption metrics)."""
+    from django.contrib.auth.models import User
+
+    from analysis.campaigns import campaign_report
+    from crowd.models import Campaign
+
+    User.objects.create_user("alice", password="pw")
+    run_command("compute_metrics", "--dataset", "div", "--metric", "self_cider", "lsa", "mbleu_4", "--wait")
+    run_command("create_campaign", "diversity", "--dataset", "div", "--name", "divc", "--images", "30", "--owner", "alice", "--live")
+    out = run_command("simulate_raters", "--campaign", "divc", "--raters", "8", "--noise", "0.03")
+    assert "30/30 items complete" in out
+    report = campaign_report(Campaign.objects.get(name="divc"), n_resamples=100)
+    corr = report["correlations"]["diversity"]
+    assert {"self_cider", "lsa", "mbleu_4"} <= set(corr)
+    # the simulated raters judge word overlap between captions, which the diversity metrics measure too
+    for key in ("self_cider", "lsa", "mbleu_4"):
+        assert corr[key]["kendall_tau_b"] > 0.3, (key, corr[key])
+        assert corr[key]["n_units"] == 90  # 30 images x 3 caption sets, all with a set-level score
