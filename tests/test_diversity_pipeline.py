@@ -265,3 +265,26 @@ def test_diversity_campaign_reports_set_level_metrics(coco):
     for key in ("self_cider", "lsa", "mbleu_4"):
         assert corr[key]["kendall_tau_b"] > 0.3, (key, corr[key])
         assert corr[key]["n_units"] == 90  # 30 images x 3 caption sets, all with a set-level score
+
+
+def test_visual_atoms_command_feeds_the_vote_campaign(subset_dir, tmp_path):
+    """Atoms of the Flickr8k references (40-image subset) -> CSV -> a visual-atom campaign."""
+    from django.contrib.auth.models import User
+
+    from crowd.models import Campaign
+
+    run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
+    out = run_command("visual_atoms", "--dataset", "sub", "--top", "20", "--exclude", "be", "--out", str(tmp_path / "atoms.csv"))
+    assert "200 captions of the references" in out
+    entity_line = next(line for line in out.splitlines() if line.startswith("entity:"))
+    assert "dog" in entity_line or "man" in entity_line
+    rows = (tmp_path / "atoms.csv").read_text().splitlines()
+    assert rows[0] == "word,category,count" and len(rows) == 1 + 60
+    assert not any(r.startswith("be,") for r in rows)
+    User.objects.create_user("alice", password="pw")
+    made = run_command("create_campaign", "visual_atom", "--dataset", "sub", "--name", "atoms", "--atoms",
+                       str(tmp_path / "atoms.csv"), "--owner", "alice")
+    assert "campaign 'atoms' (visual_atom" in made
+    assert Campaign.objects.get(name="atoms").items.filter(is_gold=False).count() == 60
+    with pytest.raises(CommandError, match="no captions"):
+        run_command("visual_atoms", "--dataset", "sub", "--system", "nobody")
