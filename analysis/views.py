@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
 from metrics.models import MetricRun
-from metrics.scorers.registry import METRICS, UNAVAILABLE
+from metrics.scorers.registry import LEXICAL_MEASURES, METRICS, UNAVAILABLE
 
 from . import plots
 from .reports import (
@@ -49,9 +49,10 @@ def index(request):
     return render(request, "analysis/index.html", {"datasets": datasets})
 
 
-def _report_or_none(dataset):
+def _report_or_none(dataset, weighting=None):
+    """The dataset's correlation report (with gap-weighted entries for ``?weighting=gap:mtld``)."""
     try:
-        return correlation_report(dataset.name), None
+        return correlation_report(dataset.name, weighting=weighting or None), None
     except ReportError as exc:
         return None, str(exc)
 
@@ -59,14 +60,16 @@ def _report_or_none(dataset):
 @require_GET
 def dataset_detail(request, name):
     dataset = get_object_or_404(Dataset, name=name)
-    report, problem = _report_or_none(dataset)
+    report, problem = _report_or_none(dataset, request.GET.get("weighting"))
     runs = _runs(dataset)
     return render(
         request,
         "analysis/dataset.html",
         {
             "dataset": dataset, "runs": [_run_dict(r) for r in runs], "report": report,
-            "problem": problem, "unavailable": UNAVAILABLE,
+            "problem": problem, "unavailable": UNAVAILABLE, "weighting": request.GET.get("weighting", ""),
+            "weightings": [("gap", "M x Lexical Gap"), ("ldr", "M x lexical diversity ratio")],
+            "measures": LEXICAL_MEASURES,
             "busy": any(r.status in (MetricRun.PENDING, MetricRun.RUNNING) for r in runs),
         },
     )
@@ -78,9 +81,9 @@ def runs_json(request, name):
     return JsonResponse({"dataset": dataset.name, "runs": [_run_dict(r) for r in _runs(dataset)]})
 
 
-def _report_or_404(name):
+def _report_or_404(name, weighting=None):
     dataset = get_object_or_404(Dataset, name=name)
-    report, problem = _report_or_none(dataset)
+    report, problem = _report_or_none(dataset, weighting)
     if report is None:
         raise Http404(problem)
     return dataset, report
@@ -88,7 +91,7 @@ def _report_or_404(name):
 
 @require_GET
 def report_json(request, name):
-    dataset, report = _report_or_404(name)
+    dataset, report = _report_or_404(name, request.GET.get("weighting"))
     response = JsonResponse(report, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="{dataset.name}-correlations.json"'
     return response
@@ -96,7 +99,7 @@ def report_json(request, name):
 
 @require_GET
 def report_csv(request, name):
-    dataset, report = _report_or_404(name)
+    dataset, report = _report_or_404(name, request.GET.get("weighting"))
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{dataset.name}-correlations.csv"'
     writer = csv.writer(response)

@@ -5,8 +5,8 @@ Run from the repository root (no Django needed)::
     .venv/bin/python benchmarks/vifidel_speed.py [--pairs 2000]
 
 Pairs: the first ``--pairs`` captions of THumB 1.0 (MSCOCO, 5 systems x 500 images,
-/work/shared/data/thumb/mscoco_THumB-1.0.jsonl). Objects of an image: the COCO category names
-(the label set of the POPE files in /work/shared/data/pope_coco_objects) whose words occur in the
+data/thumb/mscoco_THumB-1.0.jsonl). Objects of an image: the COCO category names
+(the label set of the POPE files in data/pope_coco_objects) whose words occur in the
 image's THumB references, each counted once per reference that mentions it; an image without such a
 label gets the present objects of a POPE image instead (synthetic, but real labels). References: the
 image's THumB references (for the weighted timing).
@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from metrics.scorers.embeddings import describe_vectors, load_vectors  # noqa: E402
 from metrics.scorers.vifidel import content_words, object_words, vifidel_many  # noqa: E402
 
-DATA = Path("/work/shared/data")
+DATA = Path(__file__).resolve().parents[1] / "data"
 THUMB = DATA / "thumb" / "mscoco_THumB-1.0.jsonl"
 THUMB_REFS = DATA / "thumb" / "mscoco_references.json"
 POPE = DATA / "pope_coco_objects" / "coco_pope_random.json"

@@ -189,7 +189,7 @@ def test_summary_f_score_and_lexical_gap(coco):
         diversity_summary("div", beta2=0)
 
 
-def test_gap_weighted_correlations(coco):
+def test_gap_weighted_correlations(coco, client):
     """Each caption of a model set gets a human score; the gap-weighted entry multiplies every
     metric score by its system's L_g, so it differs from the plain one across systems."""
     run_command("compute_metrics", "--dataset", "div", "--metric", "cider_d", "mtld", "--wait")
@@ -213,6 +213,12 @@ def test_gap_weighted_correlations(coco):
         run_command("correlate", "--dataset", "div", "--weighting", "gap:bleu_4")
     with pytest.raises(ReportError, match="set-level"):
         correlation_report("div", ["self_cider"])
+    # the dashboard page and its downloads take the same option
+    page = client.get("/datasets/div/?weighting=gap:mtld").content.decode()
+    assert 'data-metric="cider_d+gap_mtld"' in page and "CIDEr-D x L_g (MTLD)" in page
+    data = client.get("/datasets/div/correlations.json?weighting=gap:mtld").json()
+    assert data["metrics"]["cider_d+gap_mtld"]["pearson"] == pytest.approx(report["metrics"]["cider_d+gap_mtld"]["pearson"])
+    assert "weighting must be" in client.get("/datasets/div/?weighting=gap:nope").content.decode()
 
 
 def test_errors_name_what_is_missing(coco, tmp_path):

@@ -3,7 +3,7 @@
 Each measure is checked against its definition written out here (TTR / root / log TTR by counting,
 HD-D with scipy.stats.hypergeom, MTLD with a plain-python walk of lexicalrichness's documented rule)
 on real captions: Flickr8k (data/flickr8k/Flickr8k.token.txt) and THumB 1.0 COCO
-(/work/shared/data/thumb: 5 systems x 500 images, 4 references per image).
+(data/thumb: 5 systems x 500 images, 4 references per image).
 
 Published numbers (seed 004, Kershaw & Bober 2019): Tables 2, 3 and 5 are computed on their own
 Rich-Sparse set (20 images) and the Composite dataset, neither of which we have, so no value can be
@@ -30,7 +30,7 @@ from metrics.scorers.lexical import (
 
 ROOT = Path(__file__).resolve().parent.parent
 FLICKR_TOKENS = ROOT / "data" / "flickr8k" / "Flickr8k.token.txt"
-THUMB = Path("/work/shared/data/thumb")
+THUMB = Path(__file__).resolve().parents[1] / "data" / "thumb"
 MODEL_SYSTEMS = ("Up-Down", "Unified-VLP", "VinVL-base", "VinVL-large")
 
 

@@ -1,7 +1,7 @@
 """VIFIDEL (metrics.scorers.vifidel) and the word-vector loader (metrics.scorers.embeddings).
 
 No database: hand-built KeyedVectors with chosen 2-D/3-D vectors whose transport costs are computed
-by hand, the reference sample of ImperialNLP/vifidel (/work/shared/data/vifidel_sample, MIT) with the
+by hand, the reference sample of ImperialNLP/vifidel (data/vifidel_sample, MIT) with the
 offline default GloVe vectors, and vector files written to tmp_path.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from metrics.scorers.vifidel import (
     vifidel_many,
 )
 
-SAMPLE = Path("/work/shared/data/vifidel_sample")
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "vifidel_sample"
 TOL = 1e-12
 
 
