@@ -291,6 +291,12 @@ def test_visual_atoms_command_feeds_the_vote_campaign(subset_dir, tmp_path):
     made = run_command("create_campaign", "visual_atom", "--dataset", "sub", "--name", "atoms", "--atoms",
                        str(tmp_path / "atoms.csv"), "--owner", "alice")
     assert "campaign 'atoms' (visual_atom" in made
-    assert Campaign.objects.get(name="atoms").items.filter(is_gold=False).count() == 60
+    items = list(Campaign.objects.get(name="atoms").items.filter(is_gold=False))
+    assert len(items) == 60
+    # atoms are lemmas; their example captions are found through the inflected forms (sit -> sitting)
+    without = [i.payload["word"] for i in items if not i.payload["examples"]]
+    assert len(without) <= 3, without
+    actions = [i for i in items if i.payload["category"] == "action" and i.payload["examples"]]
+    assert any(i.payload["word"] not in i.payload["examples"][0].lower().split() for i in actions)
     with pytest.raises(CommandError, match="no captions"):
         run_command("visual_atoms", "--dataset", "sub", "--system", "nobody")

@@ -51,9 +51,10 @@ class VisualAtom(TaskKind):
                 raise CampaignSpecError(f"atom {n}: {word!r} ({category}) is listed twice")
             seen.add((word, category))
             count = int(row[2]) if len(row) > 2 and str(row[2]).strip() else None
+            alternatives = "|".join(re.escape(form) for form in word_forms(word))
             examples = list(
-                Caption.objects.filter(image__dataset=dataset, text__iregex=rf"\m{re.escape(word)}\M"
-                                       if _is_postgres() else rf"\b{re.escape(word)}\b")
+                Caption.objects.filter(image__dataset=dataset, text__iregex=rf"\m({alternatives})\M"
+                                       if _is_postgres() else rf"\b({alternatives})\b")
                 .order_by("pk").values_list("text", flat=True)[:3]
             )
             items.append(ItemSpec(f"atom-{category}-{word}", {"word": word, "category": category, "count": count,
@@ -87,6 +88,15 @@ class VisualAtom(TaskKind):
         if rng.random() < profile.noise:
             visual = not visual
         return {"visual": "yes" if visual else "no"}
+
+
+def word_forms(lemma: str) -> list[str]:
+    """The lemma and its inflections (lemminflect: ride -> rides, rode, riding, ridden), longest
+    first, so that example captions are found for atoms extracted as lemmas."""
+    from lemminflect import getAllInflections
+
+    forms = {lemma} | {f.lower() for fs in getAllInflections(lemma).values() for f in fs}
+    return sorted(forms, key=lambda f: (-len(f), f))
 
 
 def _is_postgres() -> bool:
