@@ -80,3 +80,21 @@ def browser(tmp_path):
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
     yield driver
     driver.quit()
+
+
+def stale(element):
+    """WebDriverWait condition: ``element``'s document has been replaced (like EC.staleness_of, but
+    Chromium's transient "unhandled inspector error" while a page is being swapped means "ask again",
+    not a failure)."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    def predicate(driver):
+        try:
+            element.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException:
+            return False
+
+    return predicate

@@ -37,7 +37,7 @@ from crowd.mturk.collect import collect
 from crowd.mturk.questions import EXTERNAL_NS, PREVIEW_ASSIGNMENT, parse_answers
 
 from . import fake_mturk
-from .conftest import run_command, write_subset
+from .conftest import run_command, write_subset, stale
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PUBLIC_URL = "https://captions.example.org"
@@ -292,7 +292,7 @@ def test_rating_campaign_through_mturk_frame(browser, live_server, fake, turk, d
     click_label(browser, "relevance", "3")
     form = browser.find_element(By.ID, "task-form")
     browser.find_element(By.ID, "submit").click()
-    wait(browser).until(EC.staleness_of(form))
+    wait(browser).until(stale(form))
     error = wait(browser).until(lambda d: d.find_element(By.ID, "form-errors"))
     assert "thoroughness" in error.text and error.get_attribute("role") == "alert"
     assert response_status(browser) == 400

@@ -19,7 +19,7 @@ from crowd.models import (
     PairwiseJudgment,
 )
 
-from .conftest import run_command
+from .conftest import run_command, stale
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,7 +103,7 @@ def checked(driver, name):
 def after_submit(driver, old_form):
     """Wait for the page after a submission (next preview or the no-task page); return it as
     "preview" or the no-task reason, having checked the success message."""
-    wait(driver).until(EC.staleness_of(old_form))
+    wait(driver).until(stale(old_form))
     wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#preview-notice, #reason"))
     assert [li.text for li in driver.find_elements(By.CSS_SELECTOR, "ul.messages li")] == [SUCCESS]
     reason = driver.find_elements(By.ID, "reason")
@@ -331,7 +331,7 @@ def test_invalid_answer_shows_error_and_stores_nothing(browser, live_server, dat
     field, kept = bad(browser)
     form = browser.find_element(By.ID, "task-form")
     browser.find_element(By.ID, "submit").click()
-    wait(browser).until(EC.staleness_of(form))
+    wait(browser).until(stale(form))
     error = wait(browser).until(lambda d: d.find_element(By.ID, "form-errors"))
     assert response_status(browser) == 400
     assert field in error.text and error.get_attribute("role") == "alert"
@@ -363,7 +363,7 @@ def test_return_task_with_a_reason(browser, live_server, dataset):
     assert checked(browser, "choice") == []
     form = browser.find_element(By.ID, "return-form")
     browser.find_element(By.ID, "return").click()
-    wait(browser).until(EC.staleness_of(form))
+    wait(browser).until(stale(form))
     wait(browser).until(lambda d: d.find_elements(By.ID, "preview-notice"))
     assert [li.text for li in browser.find_elements(By.CSS_SELECTOR, "ul.messages li")] == ["The task was returned."]
     a.refresh_from_db()
