@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -59,7 +60,9 @@ def test_diversity_page_plots_and_downloads(browser, live_server, import_div):
     browser.find_element(By.NAME, "beta2").clear()
     browser.find_element(By.NAME, "beta2").send_keys("1")
     browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-    WebDriverWait(browser, 10).until(lambda d: d.find_element(By.ID, "beta2").text == "1.0")
+    WebDriverWait(browser, 10, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: "beta2=1" in d.current_url and d.find_element(By.ID, "beta2").text == "1.0"
+    )
     merge = next(s for s in diversity_summary("div", beta2=1.0)["systems"] if s["system"] == "merge")
     row = browser.find_element(By.CSS_SELECTOR, '#diversity tr[data-system="merge"]')
     assert row.find_element(By.CSS_SELECTOR, "td.f-score").text == f"{merge['f_score']:.4f}"
