@@ -28,7 +28,7 @@ from crowd.models import Caption, HumanJudgment, PairwiseJudgment
 from metrics.models import MetricScore, SetScore
 from metrics.scorers.registry import METRICS
 
-from .reports import ReportError, completed_runs
+from .reports import ReportError, completed_runs, metric_name
 
 DEFAULT_RESAMPLES = 1000
 
@@ -49,7 +49,7 @@ def _metric_scores(campaign):
         return {}
     out = {}
     for key, run in runs.items():
-        if METRICS[key].level == "set":
+        if key in METRICS and METRICS[key].level == "set":
             out[key] = {
                 f"{i}/{s}": v for i, s, v in SetScore.objects.filter(run=run).values_list("image_id", "system_id", "value")
                 if np.isfinite(v)
@@ -82,7 +82,7 @@ def _correlations(campaign, criterion, scores, n_resamples, seed):
         for pk, image_id, system_id in Caption.objects.filter(image__dataset=campaign.dataset).values_list("pk", "image_id", "system_id"):
             members[f"{image_id}/{system_id}"].append(pk)
     for metric, by_caption in scores.items():
-        if set_level and METRICS[metric].level == "set":
+        if set_level and metric in METRICS and METRICS[metric].level == "set":
             value = by_caption
         elif set_level:
             value = {}
@@ -94,19 +94,19 @@ def _correlations(campaign, criterion, scores, n_resamples, seed):
             value = by_caption
         keep = [i for i, u in enumerate(units) if u in value]
         if len(keep) < 3 or len({images[i] for i in keep}) < 2:
-            notes.append(f"{METRICS[metric].name}: fewer than 3 judged units have scores")
+            notes.append(f"{metric_name(metric)}: fewer than 3 judged units have scores")
             continue
         x = np.array([value[units[i]] for i in keep])
         y = human[keep]
         g = [images[i] for i in keep]
         result = correlate(x, y, g, STATISTICS, n_resamples=n_resamples, seed=seed)
-        entry = {"name": METRICS[metric].name, "n_ratings": len(keep), "n_units": len({units[i] for i in keep})}
+        entry = {"name": metric_name(metric), "n_ratings": len(keep), "n_units": len({units[i] for i in keep})}
         entry.update({s: _num(result.values[s]) for s in STATISTICS})
         entry["ci95"] = {s: [_num(lo), _num(hi)] for s, (lo, hi) in result.ci95.items()}
         out[metric] = entry
         left = len({u for u in units}) - entry["n_units"]
         if left:
-            notes.append(f"{METRICS[metric].name}: {left} judged units have no score (e.g. reference sets) and are left out")
+            notes.append(f"{metric_name(metric)}: {left} judged units have no score (e.g. reference sets) and are left out")
     return out, notes
 
 
@@ -138,7 +138,7 @@ def _forced_choice(campaign, scores):
             hits += 0.5 if sb == sc else float(("b" if sb > sc else "c") == human)
             n += 1
         if n:
-            out[metric] = {"name": METRICS[metric].name, "accuracy": hits / n, "n_pairs": n}
+            out[metric] = {"name": metric_name(metric), "accuracy": hits / n, "n_pairs": n}
     return {"pairs": len(votes), "metrics": out}
 
 

@@ -189,3 +189,69 @@ def mds_png(coordinates, groups, title: str = "") -> bytes:
     if title:
         ax.set_title(title, fontsize=9)
     return _png(fig)
+
+
+def benchmark_bars_png(entries: list[dict], statistic_label: str, ceiling: dict | None, title: str = "", ceiling_note: str = "") -> bytes:
+    """PNG bar chart of one benchmark: a metric per bar with its 95% bootstrap interval, bars
+    labelled with their significance-cluster rank, and the human ceiling as a red line with its
+    interval as a band (people's agreement with each other bounds what a metric can reach).
+
+    entries : [{"name": str, "value": float | None, "ci95": [lo, hi], "rank": int | None}]
+    ceiling : {"value": float, "ci95": [lo, hi]} or None (then the chart says why: ``ceiling_note``).
+    """
+    names = [e["name"] for e in entries]
+    values = [e["value"] if e["value"] is not None else 0.0 for e in entries]
+    lo = [max(0.0, v - (e["ci95"][0] if e["ci95"][0] is not None else v)) for v, e in zip(values, entries)]
+    hi = [max(0.0, (e["ci95"][1] if e["ci95"][1] is not None else v) - v) for v, e in zip(values, entries)]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.75 * len(names) + 2.0), 3.6), dpi=100)
+    if names:
+        bars = ax.bar(names, values, yerr=[lo, hi], color="#2a7ae2", capsize=3)
+        for bar, e in zip(bars, entries):
+            if e.get("rank"):
+                ax.annotate(f"#{e['rank']}", (bar.get_x() + bar.get_width() / 2, 0), xytext=(0, 3),
+                            textcoords="offset points", ha="center", fontsize=7, color="white")
+    if ceiling and ceiling.get("value") is not None:
+        level = ceiling["value"]
+        ax.axhline(level, color="#d62728", lw=2, label=f"human ceiling {level:.3f}")
+        ci = ceiling.get("ci95") or [None, None]
+        if None not in ci:
+            ax.axhspan(ci[0], ci[1], color="#d62728", alpha=0.12)
+        ax.legend(loc="upper right", fontsize=7, frameon=False)
+    ax.set_ylabel(statistic_label)
+    ax.axhline(0, color="#444", lw=0.8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if not (ceiling and ceiling.get("value") is not None) or ceiling_note:
+        # Said below the title, never over the bars: why there is no ceiling line, or what it measures.
+        ax.annotate(ceiling_note or "no human ceiling", (0.5, 1.0), xycoords="axes fraction", xytext=(0, 2),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=6.5, color="#d62728")
+        ax.set_title(title, fontsize=9, pad=12)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def p_value_heatmap_png(names: list[str], p_values: list[list], alpha: float, title: str = "") -> bytes:
+    """PNG heat map of the pairwise significance matrix (row metric better than column metric):
+    cells with p < alpha are dark; numbers printed in each cell. names in rank order."""
+    n = len(names)
+    p = np.array([[np.nan if v is None else float(v) for v in row] for row in p_values], dtype=float).reshape(n, n)
+    fig, ax = plt.subplots(figsize=(max(3.5, 0.6 * n + 2), max(3.0, 0.5 * n + 1.5)), dpi=100)
+    shown = np.where(np.isnan(p), 1.0, p)
+    ax.imshow(shown < alpha, cmap="Blues", vmin=0, vmax=1.4)
+    for i in range(n):
+        for j in range(n):
+            if not np.isnan(p[i, j]):
+                ax.text(j, i, f"{p[i, j]:.3f}", ha="center", va="center", fontsize=7,
+                        color="white" if p[i, j] < alpha else "#222")
+    ax.set_xticks(range(n), names, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(n), names, fontsize=8)
+    ax.set_title(title or f"p-value: row better than column (dark: p < {alpha})", fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()

@@ -16,7 +16,7 @@ import numpy as np
 
 from analysis.statistics import STATISTICS, correlate, per_group_rank_agreement
 from crowd.models import Caption, Dataset, HumanJudgment
-from metrics import pipeline
+from metrics import pipeline, uploads
 from metrics.models import MetricRun, MetricScore, SystemScore
 from metrics.scorers.registry import LEXICAL_MEASURES, METRICS
 
@@ -43,10 +43,13 @@ def completed_runs(
     dataset: Dataset, metrics=None, cider_df: str | None = None, levels=("caption",), m: int | None = None,
 ) -> dict[str, MetricRun]:
     """{metric: done run}. With ``metrics`` given, each must have a complete run (ReportError
-    otherwise); without, every metric of the given ``levels`` ("caption", "set") that has one.
+    otherwise); without, every metric of the given ``levels`` ("caption", "set") that has one,
+    including plugin metrics (:mod:`metrics.scorers.plugins`) and, at the caption level, the
+    researcher's uploaded scores (:func:`metrics.uploads.uploaded_runs`, keys ``user_*``).
     ``cider_df`` selects the runs computed with that document-frequency file."""
+    uploaded_keys = [k for k in (metrics or []) if uploads.is_upload_key(k)]
     if metrics:
-        keys = pipeline.validate_metrics(metrics)
+        keys = pipeline.validate_metrics([k for k in metrics if k not in uploaded_keys]) if len(uploaded_keys) < len(metrics) else []
         wrong = [k for k in keys if METRICS[k].level not in levels]
         if wrong:
             raise ReportError(
@@ -68,6 +71,18 @@ def completed_runs(
                 f"metric {key!r} {state} on dataset {dataset.name!r}; run: "
                 f"python manage.py compute_metrics --dataset {dataset.name} --metric {key} --wait"
             )
+    if "caption" in levels:
+        if metrics:
+            for key in uploaded_keys:
+                run = uploads.uploaded_run(dataset, key)
+                if run is None:
+                    raise ReportError(
+                        f"no scores uploaded as {key!r} on dataset {dataset.name!r}; upload them with: python manage.py "
+                        f"upload_scores --dataset {dataset.name} --name NAME --file scores.csv"
+                    )
+                runs[key] = run
+        else:
+            runs.update(uploads.uploaded_runs(dataset))
     if not runs:
         raise ReportError(
             f"no metric has been computed on dataset {dataset.name!r}; run: "
@@ -76,35 +91,79 @@ def completed_runs(
     return runs
 
 
-def dataset_judgments(dataset: Dataset):
-    """The dataset's own (imported) caption-level judgments on its criterion; campaign judgments
-    have their own reports (:mod:`crowd.reports`)."""
+def metric_name(key: str, run: MetricRun | None = None) -> str:
+    """Display name of a metric key: the registry's (CIDEr-D, a plugin's) or an upload's own name."""
+    return uploads.metric_display_name(key, run)
+
+
+def dataset_judgments(dataset: Dataset, criterion: str | None = None):
+    """The dataset's own (imported) caption-level judgments on ``criterion`` (default: the dataset's
+    main criterion); campaign judgments have their own reports (:mod:`analysis.campaigns`)."""
+    criterion = criterion or dataset.criterion
     qs = HumanJudgment.objects.filter(image__dataset=dataset, campaign__isnull=True, caption__isnull=False)
-    return qs.filter(criterion=dataset.criterion) if dataset.criterion else qs
+    return qs.filter(criterion=criterion) if criterion else qs
+
+
+def protocol(dataset: Dataset) -> dict:
+    """The dataset's published evaluation protocol (set by its importer, :attr:`Dataset.protocol`):
+    ``rows`` ("rating": every rating is a correlation row, Flickr8k-Expert; "mean": one row per
+    caption with its mean human score, Flickr8k-CrowdFlower's fraction of yes votes), ``headline``
+    statistic, ``criteria``, ``task`` ("rating" or "forced_choice")."""
+    proto = dict(getattr(dataset, "protocol", None) or {})
+    proto.setdefault("rows", "rating")
+    proto.setdefault("task", "rating")
+    proto.setdefault("headline", "kendall_tau_c")
+    proto.setdefault("criteria", [dataset.criterion] if dataset.criterion else [])
+    return proto
+
+
+def check_criterion(dataset: Dataset, criterion: str | None) -> str | None:
+    """``criterion`` if the dataset has judgments on it (None = the main one); ReportError otherwise."""
+    if criterion is None or criterion == dataset.criterion:
+        return dataset.criterion or None
+    known = sorted(
+        set(HumanJudgment.objects.filter(image__dataset=dataset, campaign__isnull=True).values_list("criterion", flat=True))
+    )
+    if criterion not in known:
+        raise ReportError(
+            f"dataset {dataset.name!r} has no judgments on criterion {criterion!r}; its criteria: {', '.join(known) or 'none'}"
+        )
+    return criterion
 
 
 @dataclass
 class Rows:
-    """One row per human rating: its caption, image, human score and each metric's score."""
+    """One row per human rating (or per caption, when collapsed to means): its caption, image,
+    system, human score and each metric's score."""
 
     caption: np.ndarray  # (n_rows,) caption ids
     image: np.ndarray  # (n_rows,) image ids
     human: np.ndarray  # (n_rows,) ratings
     metric: dict[str, np.ndarray]  # metric -> (n_rows,) scores
+    system: np.ndarray | None = None  # (n_rows,) system ids
 
 
-def judgment_rows(dataset: Dataset, runs: dict[str, MetricRun]) -> Rows:
-    """Gather the rating rows of ``dataset`` (judged candidates only) with their metric scores."""
+def judgment_rows(dataset: Dataset, runs: dict[str, MetricRun], criterion: str | None = None, collapse: bool | None = None) -> Rows:
+    """Gather the rating rows of ``dataset`` (judged candidates only) with their metric scores.
+
+    ``collapse`` (default: the protocol's ``rows == "mean"``) replaces each caption's ratings by one
+    row holding their mean (e.g. the fraction of "yes" votes of Flickr8k-CrowdFlower)."""
     data = np.array(
         list(
-            dataset_judgments(dataset)
+            dataset_judgments(dataset, criterion)
             .order_by("caption_id", "rater")
-            .values_list("caption_id", "image_id", "score")
+            .values_list("caption_id", "image_id", "score", "system_id")
         ),
         dtype=float,
-    ).reshape(-1, 3)
+    ).reshape(-1, 4)
     if len(data) == 0:
-        raise ReportError(f"dataset {dataset.name!r} has no human judgments")
+        raise ReportError(f"dataset {dataset.name!r} has no human judgments" + (f" on {criterion!r}" if criterion else ""))
+    if collapse is None:
+        collapse = protocol(dataset)["rows"] == "mean"
+    if collapse:
+        captions, first, inverse = np.unique(data[:, 0], return_index=True, return_inverse=True)
+        means = np.bincount(inverse, weights=data[:, 2]) / np.bincount(inverse)
+        data = np.column_stack([captions, data[first, 1], means, data[first, 3]])
     caption = data[:, 0].astype(np.int64)
     metric = {}
     for key, run in runs.items():
@@ -112,8 +171,10 @@ def judgment_rows(dataset: Dataset, runs: dict[str, MetricRun]) -> Rows:
         missing = [c for c in np.unique(caption) if c not in values]
         if missing:
             raise ReportError(f"run {run.pk} of {key!r} lacks scores for {len(missing)} judged captions")
-        metric[key] = np.array([values[c] for c in caption], dtype=float)
-    return Rows(caption, data[:, 1].astype(np.int64), data[:, 2], metric)
+        # A metric where lower is better (an uploaded distance, a plugin declaring higher="worse")
+        # is negated, so every report reads "higher = better" and ranks metrics the same way.
+        metric[key] = uploads.metric_sign(key, run) * np.array([values[c] for c in caption], dtype=float)
+    return Rows(caption, data[:, 1].astype(np.int64), data[:, 2], metric, data[:, 3].astype(np.int64))
 
 
 def per_pair(rows: Rows, values: np.ndarray):
@@ -158,21 +219,23 @@ def system_weights(dataset: Dataset, kind: str, measure: str) -> tuple[dict[int,
     return weights, run
 
 
-def report_key(dataset: Dataset, runs: dict[str, MetricRun], n_resamples: int, seed: int, weighting=None) -> str:
+def report_key(dataset: Dataset, runs: dict[str, MetricRun], n_resamples: int, seed: int, weighting=None, **extra) -> str:
+    """SHA-256 of everything a cached report depends on (dataset, runs, judgments, settings)."""
     ident = {
-        "dataset": [dataset.pk, dataset.fingerprint],
+        "dataset": [dataset.pk, dataset.fingerprint, protocol(dataset)],
         "runs": {k: [r.pk, r.version, r.params_key, r.completed, str(r.finished_at)] for k, r in sorted(runs.items())},
-        "judgments": dataset_judgments(dataset).count(),
+        "judgments": dataset_judgments(dataset, extra.get("criterion")).count(),
         "n_resamples": n_resamples,
         "seed": seed,
         "weighting": weighting,
+        **extra,
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
 def correlation_report(
     dataset_name: str, metrics=None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, use_cache: bool = True,
-    cider_df: str | None = None, weighting: str | None = None,
+    cider_df: str | None = None, weighting: str | None = None, criterion: str | None = None,
 ) -> dict:
     """The correlation report of ``dataset_name`` as a JSON-serialisable dict.
 
@@ -191,31 +254,36 @@ def correlation_report(
     the same rows with each score multiplied by its system's weight; the report's ``"weighting"``
     field then names the measure and the lexical run used.
 
+    ``criterion`` selects another judged criterion of the dataset (THumB: "precision", "recall");
+    the dataset's protocol decides whether each rating is a row or each caption's mean is
+    (:func:`protocol`), and "n_ratings" counts the rows correlated.
+
     Raises PipelineError (unknown dataset or metric) or ReportError (nothing computed, no judgments,
-    a bad weighting or its lexical run missing).
+    a bad weighting or its lexical run missing, an unknown criterion).
     """
     dataset = pipeline.get_dataset(dataset_name)
+    criterion = check_criterion(dataset, criterion)
     runs = completed_runs(dataset, metrics, cider_df)
     weight_spec = parse_weighting(weighting)
     weights = weight_run = None
     if weight_spec:
         weights, weight_run = system_weights(dataset, *weight_spec)
-    key = report_key(dataset, runs, n_resamples, seed, [weighting, weight_run.pk if weight_run else None])
+    key = report_key(dataset, runs, n_resamples, seed, [weighting, weight_run.pk if weight_run else None], criterion=criterion)
     if use_cache:
         cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
         if cached is not None:
             return _ordered(cached.payload)
-    rows = judgment_rows(dataset, runs)
+    rows = judgment_rows(dataset, runs, criterion)
     report = {
         "dataset": dataset.name,
-        "criterion": dataset.criterion,
+        "criterion": criterion or dataset.criterion,
         "n_pairs": int(len(np.unique(rows.caption))),
         "n_ratings": int(len(rows.human)),
         "n_images": int(len(np.unique(rows.image))),
         "bootstrap": {"n_resamples": n_resamples, "confidence": 0.95, "seed": seed, "unit": "image"},
         "metrics": {},
     }
-    entries = [(metric, run, rows.metric[metric], METRICS[metric].name) for metric, run in runs.items()]
+    entries = [(metric, run, rows.metric[metric], metric_name(metric, run)) for metric, run in runs.items()]
     if weight_spec:
         kind, measure = weight_spec
         report["weighting"] = {
@@ -228,7 +296,7 @@ def correlation_report(
             raise ReportError(f"{METRICS[measure].name} is undefined for a judged system (corpus too short)")
         symbol = "L_g" if kind == "gap" else "l_d"
         entries += [
-            (f"{metric}+{kind}_{measure}", run, rows.metric[metric] * factor, f"{METRICS[metric].name} x {symbol} ({METRICS[measure].name})")
+            (f"{metric}+{kind}_{measure}", run, rows.metric[metric] * factor, f"{metric_name(metric, run)} x {symbol} ({METRICS[measure].name})")
             for metric, run in runs.items()
         ]
     for metric, run, scores, name in entries:
@@ -257,7 +325,8 @@ def _ordered(report: dict) -> dict:
     """Restore the documented key order (PostgreSQL's jsonb does not keep it): metrics in registry order."""
     metrics = report["metrics"]
     keys = [k for k in METRICS if k in metrics]
-    keys += sorted((k for k in metrics if k not in METRICS), key=lambda k: (list(METRICS).index(k.split("+")[0]), k))
+    order = {k: i for i, k in enumerate(METRICS)}
+    keys += sorted((k for k in metrics if k not in METRICS), key=lambda k: (order.get(k.split("+")[0], len(order)), k))
     ordered_metrics = {k: {f: metrics[k][f] for f in _METRIC_ORDER if f in metrics[k]} for k in keys}
     out = {k: report[k] for k in _TOP_ORDER if k in report}
     out["metrics"] = ordered_metrics

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import diversity_views, views
+from . import benchmark_views, diversity_views, views
 
 app_name = "analysis"
 urlpatterns = [
@@ -10,6 +10,14 @@ urlpatterns = [
     path("datasets/<slug:name>/correlations.json", views.report_json, name="report-json"),
     path("datasets/<slug:name>/correlations.csv", views.report_csv, name="report-csv"),
     path("datasets/<slug:name>/scatter/<slug:metric>.png", views.scatter, name="scatter"),
+    path("datasets/<slug:name>/benchmark/", benchmark_views.benchmark_page, name="benchmark"),
+    path("datasets/<slug:name>/benchmark.json", benchmark_views.benchmark_json, name="benchmark-json"),
+    path("datasets/<slug:name>/benchmark/chart/<slug:level>/<str:statistic>.png", benchmark_views.benchmark_chart, name="benchmark-chart"),
+    path("datasets/<slug:name>/benchmark/significance.png", benchmark_views.significance_png, name="benchmark-significance"),
+    path("compare/", benchmark_views.compare_page, name="compare"),
+    path("compare.json", benchmark_views.compare_json, name="compare-json"),
+    path("compare.csv", benchmark_views.compare_csv, name="compare-csv"),
+    path("compare.tex", benchmark_views.compare_latex, name="compare-latex"),
     path("datasets/<slug:name>/diversity/", diversity_views.diversity_page, name="diversity"),
     path("datasets/<slug:name>/diversity.json", diversity_views.diversity_json, name="diversity-json"),
     path("datasets/<slug:name>/diversity.csv", diversity_views.diversity_csv, name="diversity-csv"),

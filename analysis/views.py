@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
 from metrics.models import MetricRun
+from metrics.uploads import is_upload_key
 from metrics.scorers.registry import LEXICAL_MEASURES, METRICS, UNAVAILABLE
 
 from . import plots
@@ -17,6 +18,7 @@ from .reports import (
     correlation_report,
     dataset_judgments,
     judgment_rows,
+    metric_name,
     per_pair,
     report_csv_rows,
 )
@@ -28,7 +30,7 @@ def _runs(dataset):
 
 def _run_dict(run):
     return {
-        "id": run.pk, "metric": run.metric, "name": METRICS[run.metric].name if run.metric in METRICS else run.metric,
+        "id": run.pk, "metric": run.metric, "name": metric_name(run.metric, run),
         "version": run.version, "status": run.status, "completed": run.completed, "total": run.total,
         "percent": round(100 * run.progress, 1), "seconds": run.wall_seconds, "error": run.error,
     }
@@ -111,7 +113,7 @@ def report_csv(request, name):
 @require_GET
 def scatter(request, name, metric):
     dataset = get_object_or_404(Dataset, name=name)
-    if metric not in METRICS:
+    if metric not in METRICS and not is_upload_key(metric):
         raise Http404(f"unknown metric {metric!r}")
     try:
         runs = completed_runs(dataset, [metric])
@@ -124,6 +126,7 @@ def scatter(request, name, metric):
         rows = judgment_rows(dataset, runs)
         _, _, values, human = per_pair(rows, rows.metric[metric])
         label = f"mean human {dataset.criterion or 'rating'}"
-        png = plots.scatter_png(values, human, METRICS[metric].name, label, f"{METRICS[metric].name} vs humans ({len(values):,} captions)")
+        name = metric_name(metric, run)
+        png = plots.scatter_png(values, human, name, label, f"{name} vs humans ({len(values):,} captions)")
         cache.set(key, png, 3600)
     return HttpResponse(png, content_type="image/png")

@@ -8,4 +8,5 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("crowd.urls")),
     path("", include("analysis.urls")),
+    path("", include("metrics.urls")),
 ]

@@ -102,7 +102,7 @@ def run_params(
     """
     spec = registry.METRICS[metric]
     params = {"tokenizer": TOKENIZER, "references": getattr(dataset.reference_system, "name", None)}
-    if spec.needs_corpus:
+    if spec.needs_corpus and not registry.is_plugin(metric):  # a plugin's corpus statistics are its own
         params["document_frequency"] = (
             "dataset" if document_frequency is None else {"table": document_frequency.sha256, "name": document_frequency.name}
         )
@@ -469,6 +469,8 @@ def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
             run.metric, [texts[c] for c in todo], [objects[rows[c]] for c in todo],
             [refs_by_image.get(rows[c], []) for c in todo], vectors=run.params.get("vectors_path"),
         )
+    elif registry.is_plugin(run.metric) and registry.METRICS[run.metric].needs_corpus:
+        values = _plugin_corpus_scores(run, todo)
     else:
         df = _document_frequency(run) if registry.METRICS[run.metric].needs_corpus else None
         values = registry.score(
@@ -484,6 +486,26 @@ def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
     )
     run.add_compute_time(time.perf_counter() - t0)
     return len(created)
+
+
+_plugin_corpus_cache: dict[tuple, dict[int, float]] = {}
+
+
+def _plugin_corpus_scores(run: MetricRun, caption_ids: Sequence[int]) -> list[float]:
+    """Scores of ``caption_ids`` from a plugin metric with ``needs_corpus``: the plugin is called once
+    with every candidate of the run (caption-id order), so dataset-wide statistics do not depend on
+    the chunking; the result is cached per worker process for the run's other chunks."""
+    key = (run.pk, run.total, run.metric, run.version)
+    if key not in _plugin_corpus_cache:
+        _plugin_corpus_cache.clear()
+        ids = units_of(run.dataset, run.metric)
+        image_of = dict(Caption.objects.filter(id__in=ids).values_list("id", "image_id"))
+        tokens = _ensure_tokens(run.dataset, ids)
+        refs_by_image = _references_by_image(run.dataset)
+        values = registry.score(run.metric, [tokens[c] for c in ids], [refs_by_image[image_of[c]] for c in ids])
+        _plugin_corpus_cache[key] = dict(zip(ids, (float(v) for v in values)))
+    scores = _plugin_corpus_cache[key]
+    return [scores[c] for c in caption_ids]
 
 
 def report_progress(run: MetricRun) -> MetricRun:

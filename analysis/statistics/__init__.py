@@ -19,6 +19,28 @@ for definitions and sources):
 * :func:`dawid_skene` / :class:`DawidSkeneResult` -- Dawid & Skene (1979) EM label aggregation
   with per-worker confusion matrices.
 
+Meta-evaluation (:mod:`analysis.statistics.pairwise`, :mod:`analysis.statistics.significance`,
+:mod:`analysis.statistics.ceiling`; definitions anchored on google-research/mt-metrics-eval):
+
+* :data:`META_STATISTICS` -- STATISTICS plus ``"kendall_tau_23"`` and ``"pairwise_accuracy"``;
+  :func:`statistic_value` -- any of them.
+* :func:`pair_counts` / :class:`PairCounts` -- C, D, Tx, Ty, Txy in O(n log n), optional
+  within-group pairs and metric tie threshold epsilon.
+* :func:`kendall_tau_23`, :func:`pairwise_accuracy` -- Deutsch et al. (2023) "Ties Matter".
+* :func:`tie_calibrated_accuracy` / :class:`TieCalibration` -- acc_eq (tie calibration).
+* :func:`forced_choice_accuracy` / :class:`ForcedChoiceResult` -- PASCAL-50S accuracy per category.
+* :func:`permutation_test` / :class:`PermutationResult` -- paired permutation test (PERM-BOTH).
+* :func:`williams_test` -- Williams (1959) test for dependent Pearson correlations.
+* :func:`compare_metrics` / :class:`MetricComparison` / :func:`significance_clusters` -- pairwise
+  tests among metrics and significance clusters (mt-metrics-eval AssignRanks).
+* :func:`leave_one_rater_out`, :func:`split_half_ceiling`, :func:`forced_choice_ceiling` /
+  :class:`CeilingResult` -- human ceilings with bootstrap intervals.
+* :func:`system_level_correlation` / :class:`SystemLevelResult` -- per-system means correlated.
+* :func:`per_group_correlation` / :class:`GroupMeanResult` -- mean within-group statistic + CI.
+
+* :func:`compare_forced_choice` -- paired sign-flip permutation test between forced-choice
+  accuracies on the same pairs, with significance clusters.
+
 This package must not import Django.
 """
 
@@ -41,8 +63,40 @@ from .correlation import (
     correlation,
     per_group_rank_agreement,
 )
+from .ceiling import (
+    CeilingResult,
+    GroupMeanResult,
+    SystemLevelResult,
+    forced_choice_ceiling,
+    leave_one_rater_out,
+    per_group_correlation,
+    split_half_ceiling,
+    system_level_correlation,
+)
+from .pairwise import (
+    META_STATISTICS,
+    ForcedChoiceResult,
+    PairCounts,
+    TieCalibration,
+    forced_choice_accuracy,
+    kendall_tau_23,
+    pair_counts,
+    pairwise_accuracy,
+    statistic_value,
+    tie_calibrated_accuracy,
+)
+from .significance import (
+    MetricComparison,
+    compare_forced_choice,
+    PermutationResult,
+    compare_metrics,
+    permutation_test,
+    significance_clusters,
+    williams_test,
+)
 
 __all__ = [
+    "compare_forced_choice",
     "ALPHA_LEVELS",
     "DawidSkeneResult",
     "SplitHalfResult",
@@ -58,4 +112,28 @@ __all__ = [
     "correlate",
     "correlation",
     "per_group_rank_agreement",
+    "META_STATISTICS",
+    "PairCounts",
+    "pair_counts",
+    "kendall_tau_23",
+    "pairwise_accuracy",
+    "statistic_value",
+    "TieCalibration",
+    "tie_calibrated_accuracy",
+    "ForcedChoiceResult",
+    "forced_choice_accuracy",
+    "PermutationResult",
+    "permutation_test",
+    "williams_test",
+    "MetricComparison",
+    "compare_metrics",
+    "significance_clusters",
+    "CeilingResult",
+    "leave_one_rater_out",
+    "split_half_ceiling",
+    "forced_choice_ceiling",
+    "SystemLevelResult",
+    "system_level_correlation",
+    "GroupMeanResult",
+    "per_group_correlation",
 ]

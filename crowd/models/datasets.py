@@ -26,6 +26,13 @@ class Dataset(models.Model):
     criterion = models.CharField(max_length=50, blank=True, help_text="what the human judgments rate")
     scale_min = models.FloatField(null=True, blank=True)
     scale_max = models.FloatField(null=True, blank=True)
+    protocol = models.JSONField(
+        default=dict, blank=True,
+        help_text='how reports must treat the dataset, set by its importer: {"task": "rating" | "forced_choice", '
+        '"rows": "rating" (every rating is a correlation row) | "mean" (one row per caption, its mean score), '
+        '"headline": "kendall_tau_c" | "kendall_tau_b" | "pearson" | "accuracy", "criteria": [...], '
+        '"summary": "...", "source": "paper, table", ...}',
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -163,10 +170,18 @@ class HumanJudgment(models.Model):
 
 class PairwiseJudgment(models.Model):
     """A forced choice: which of two candidate captions B and C is closer to reference A
-    (PASCAL-50S protocol, Vedantam et al. 2015, Sec. 4). ``choice`` is ``"b"`` or ``"c"``."""
+    (PASCAL-50S protocol, Vedantam et al. 2015, Sec. 4). ``choice`` is ``"b"`` or ``"c"``.
+
+    ``reference`` is empty when the choice was made against the image itself and is evaluated
+    against the image's whole reference set (the imported PASCAL-50S votes); campaigns always set it.
+    Each rater judges a (reference, B, C) triple once, or a (B, C) pair once when ``reference`` is empty.
+    """
 
     B, C = "b", "c"
-    reference = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+    reference = models.ForeignKey(
+        Caption, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+        help_text="the reference A the rater compared with; empty = judged against the image's reference set",
+    )
     caption_b = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
     caption_c = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
     rater = models.CharField(max_length=100)
@@ -180,6 +195,10 @@ class PairwiseJudgment(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["reference", "caption_b", "caption_c", "rater"], name="pairwise_unique_rater"),
+            models.UniqueConstraint(
+                fields=["caption_b", "caption_c", "rater"], name="pairwise_unique_rater_no_reference",
+                condition=models.Q(reference__isnull=True),
+            ),
             models.CheckConstraint(condition=models.Q(choice__in=["b", "c"]), name="pairwise_choice_b_or_c"),
         ]
 

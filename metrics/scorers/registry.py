@@ -13,6 +13,12 @@ The *version* string is stored with every run: it changes whenever the numbers a
 could change, so results of different versions are never mixed. ``GROUPS`` names sets of keys for the
 command line (``--metric diversity``).
 
+Plugins: other distributions add caption-level metrics through the entry-point group
+``captioneval.metrics`` (:mod:`metrics.scorers.plugins`). :func:`load_plugins`, run when this module
+is imported, adds each valid one to :data:`METRICS` (level ``caption``, family ``plugin:<distribution>``,
+its own version string) and :data:`PLUGINS`; a broken one is logged and listed in
+:data:`UNAVAILABLE` / :data:`PLUGIN_PROBLEMS` with the reason, and never breaks the built-ins.
+
 Django-free: everything works on plain lists of PTB-tokenised strings.
 """
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
+from . import plugins as _plugins
 from .coco import PYCOCOEVALCAP_VERSION
 
 
@@ -38,7 +45,8 @@ class Metric:
         frequencies, also behind Self-CIDEr and set accuracy), so a chunk needs them.
     level : "caption", "set" or "system" (see the module docstring).
     needs_objects : True for metrics that compare captions with the image's object labels (VIFIDEL).
-    higher : what a higher value means ("better", "more diverse", "more similar").
+    higher : what a higher value means ("better", "more diverse", "more similar"; "worse" for a
+        plugin metric whose scores fall as quality rises, see :func:`is_reversed`).
     """
 
     key: str
@@ -169,6 +177,62 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 assert not set(GROUPS) & set(METRICS), "a group name must not shadow a metric key"
 
+#: the platform's own metrics and unavailable keys, before plugins are added
+BUILTIN_METRICS: dict[str, Metric] = dict(METRICS)
+BUILTIN_UNAVAILABLE: dict[str, str] = dict(UNAVAILABLE)
+#: plugin key -> :class:`metrics.scorers.plugins.LoadedPlugin` (metric, entry point, distribution)
+PLUGINS: dict[str, _plugins.LoadedPlugin] = {}
+#: entry-point name -> why that plugin is unavailable (also in :data:`UNAVAILABLE` unless the name
+#: is a built-in key)
+PLUGIN_PROBLEMS: dict[str, str] = {}
+
+
+def load_plugins(entry_points=None) -> _plugins.Discovery:
+    """(Re)discover the plugin metrics of the ``captioneval.metrics`` entry-point group and update
+    :data:`METRICS`, :data:`PLUGINS`, :data:`PLUGIN_PROBLEMS` and :data:`UNAVAILABLE` in place (so
+    modules holding references to these dicts see the change); previously loaded plugins that are
+    gone are removed. Runs once when this module is imported; call it again after installing a
+    plugin in a running process, or in tests after changing ``sys.path``.
+
+    ``entry_points`` : the entry points to consider (default: the installed ones).
+
+    Returns the :class:`metrics.scorers.plugins.Discovery`. Never raises for a broken plugin (it is
+    logged as a warning and listed as unavailable); built-in metrics are never replaced.
+    """
+    import importlib
+
+    importlib.invalidate_caches()
+    found = _plugins.discover(set(BUILTIN_METRICS) | set(GROUPS) | set(BUILTIN_UNAVAILABLE), entry_points)
+    for key in [k for k in METRICS if k not in BUILTIN_METRICS]:
+        del METRICS[key]
+    UNAVAILABLE.clear()
+    UNAVAILABLE.update(BUILTIN_UNAVAILABLE)
+    PLUGINS.clear()
+    PLUGIN_PROBLEMS.clear()
+    for key, plugin in found.loaded.items():
+        m = plugin.metric
+        METRICS[key] = Metric(
+            key, m.name, f"plugin:{plugin.distribution}", m.version, (float(m.range[0]), float(m.range[1])),
+            needs_corpus=m.needs_corpus, description=m.description, level="caption", higher=m.higher,
+        )
+        PLUGINS[key] = plugin
+    for name, reason in found.problems.items():
+        PLUGIN_PROBLEMS[name] = reason
+        if name not in BUILTIN_METRICS and name not in BUILTIN_UNAVAILABLE and name not in GROUPS:
+            UNAVAILABLE[name] = reason
+    return found
+
+
+def is_plugin(key: str) -> bool:
+    """True when ``key`` is a metric contributed by a plugin distribution."""
+    return key in PLUGINS
+
+
+def is_reversed(key: str) -> bool:
+    """True when a *lower* value of metric ``key`` means a better caption (``higher == "worse"``);
+    correlations of such a metric with human quality judgments are expected to be negative."""
+    return key in METRICS and METRICS[key].higher == "worse"
+
 
 def expand(keys) -> list[str]:
     """Replace group names (:data:`GROUPS`) by their keys, keeping order and dropping repeats."""
@@ -214,7 +278,12 @@ def score(
     references : length-n sequence of non-empty lists of PTB-tokenised reference captions.
     document_frequency : :class:`metrics.scorers.cider.DocumentFrequency` or None
         CIDEr-D only: the document-frequency table. None = computed from ``references`` (the COCO
-        default); pass the dataset-wide table when scoring one chunk of a dataset.
+        default); pass the dataset-wide table when scoring one chunk of a dataset. Ignored by
+        plugin metrics.
+
+    Plugin metrics (:data:`PLUGINS`) call the plugin's ``score(candidates, references)`` with lists
+    of the same tokenised strings and check that it returned one finite float per candidate within
+    its declared range.
 
     Returns
     -------
@@ -222,9 +291,15 @@ def score(
 
     Raises
     ------
-    UnknownMetricError, MetricUnavailableError, ValueError (bad input), JavaMissingError (METEOR).
+    UnknownMetricError, MetricUnavailableError, ValueError (bad input), JavaMissingError (METEOR),
+    :class:`metrics.scorers.plugins.PluginError` (a plugin failed or returned bad scores; the message
+    names the plugin and its distribution).
     """
     metric = get_metric(key)
+    if key in PLUGINS:
+        if len(candidates) != len(references):
+            raise ValueError(f"{len(candidates)} candidates but {len(references)} reference lists")
+        return _plugins.call_scorer(PLUGINS[key], candidates, references)
     if metric.family == "bleu":
         from .coco import bleu
 
@@ -390,3 +465,6 @@ def score_systems(key: str, corpora: Sequence[Sequence[str]], reference_corpora:
 def _finite(x: float) -> float | None:
     x = float(x)
     return x if np.isfinite(x) else None
+
+
+load_plugins()  # last: a plugin may import this module while it loads

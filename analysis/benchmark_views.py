@@ -1,0 +1,253 @@
+"""Pages of the meta-evaluation: one benchmark in depth, and every metric across every benchmark.
+
+Settings come from the query string (``?seed=0&resamples=1000&permutations=1000&alpha=0.05``, and
+``criterion=`` on a benchmark page); they are stored in every report and download, so a number on
+the page can be reproduced from its JSON.
+"""
+import csv
+import hashlib
+import json
+
+from django.core.cache import cache
+from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from crowd.models import Dataset
+from metrics.pipeline import PipelineError
+
+from . import plots
+from .benchmarks import (
+    DEFAULT_ALPHA,
+    DEFAULT_PERMUTATIONS,
+    DEFAULT_RESAMPLES,
+    LABELS,
+    benchmark_report,
+    column_title,
+    comparison,
+    comparison_csv_rows,
+    comparison_latex,
+)
+from .reports import ReportError
+
+MAX_RESAMPLES = 10000
+
+
+class BadSettings(ValueError):
+    pass
+
+
+def _settings(request) -> dict:
+    """Bootstrap/permutation settings from the query string, validated (BadSettings -> HTTP 400)."""
+    out = {}
+    for key, default, cast in (
+        ("resamples", DEFAULT_RESAMPLES, int), ("seed", 0, int), ("permutations", DEFAULT_PERMUTATIONS, int),
+        ("alpha", DEFAULT_ALPHA, float),
+    ):
+        raw = request.GET.get(key, "")
+        try:
+            out[key] = cast(raw) if raw != "" else default
+        except ValueError:
+            raise BadSettings(f"{key} must be a number, got {raw!r}") from None
+    if not 0 <= out["resamples"] <= MAX_RESAMPLES or not 0 <= out["permutations"] <= MAX_RESAMPLES:
+        raise BadSettings(f"resamples and permutations must be between 0 and {MAX_RESAMPLES}")
+    if not 0 < out["alpha"] < 1:
+        raise BadSettings("alpha must be between 0 and 1")
+    if not 0 <= out["seed"] < 2**32:
+        raise BadSettings("seed must be between 0 and 2^32 - 1")
+    return out
+
+
+def _query(settings: dict, **extra) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode({**settings, **{k: v for k, v in extra.items() if v}})
+
+
+def _report(name: str, settings: dict, criterion: str | None, levels=None) -> dict:
+    kwargs = {"levels": levels} if levels else {}
+    return benchmark_report(
+        name, criterion=criterion or None, n_resamples=settings["resamples"], seed=settings["seed"],
+        n_permutations=settings["permutations"], alpha=settings["alpha"], **kwargs,
+    )
+
+
+def _bad(exc) -> HttpResponse:
+    return HttpResponseBadRequest(f"<h1>Bad request</h1><p id='problem'>{_escape(str(exc))}</p>")
+
+
+def _escape(text: str) -> str:
+    from django.utils.html import escape
+
+    return escape(text)
+
+
+@require_GET
+def benchmark_page(request, name):
+    dataset = get_object_or_404(Dataset, name=name)
+    try:
+        settings = _settings(request)
+    except BadSettings as exc:
+        return _bad(exc)
+    criterion = request.GET.get("criterion") or None
+    report, problem = None, None
+    try:
+        report = _report(name, settings, criterion)
+    except ReportError as exc:
+        problem = str(exc)
+    context = {"dataset": dataset, "report": report, "problem": problem, "settings": settings, "labels": LABELS,
+               "query": _query(settings, criterion=criterion)}
+    if report:
+        context["rows"] = _page_rows(report)
+        sig = report.get("significance", {}).get("permutation")
+        context["significance"] = sig and {
+            "order": list(zip(sig["display_names"], sig["names"], [sig["ranks"][k] for k in sig["names"]],
+                              [sig["values"].get(k) for k in sig["names"]])),
+            "matrix": [(sig["display_names"][i], row) for i, row in enumerate(sig["p_values"])],
+            "names": sig["display_names"],
+        }
+        context["criteria"] = report["protocol"].get("criteria") or []
+    return render(request, "analysis/benchmark.html", context)
+
+
+def _page_rows(report: dict) -> list[dict]:
+    """Per-metric table rows for the template (values already x1; the template multiplies)."""
+    ranks = (report.get("significance", {}).get("permutation") or {}).get("ranks", {})
+    rows = []
+    for key, m in report["metrics"].items():
+        rows.append({"key": key, "m": m, "rank": ranks.get(key)})
+    return rows
+
+
+@require_GET
+def benchmark_json(request, name):
+    get_object_or_404(Dataset, name=name)
+    try:
+        report = _report(name, _settings(request), request.GET.get("criterion"))
+    except (BadSettings, ReportError) as exc:
+        return _bad(exc)
+    response = JsonResponse(report, json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="{name}-benchmark.json"'
+    return response
+
+
+def chart_entries(report: dict, level: str, statistic: str) -> tuple[list[dict], dict | None, str]:
+    """Bars (name, value, ci95, rank) of one report level/statistic, the ceiling to draw and why not."""
+    ranks = (report.get("significance", {}).get("permutation") or {}).get("ranks", {}) if statistic in (report["headline"],) else {}
+    entries = []
+    for key, m in report["metrics"].items():
+        if report["task"] == "forced_choice":
+            if statistic in ("accuracy", "all"):
+                entries.append({"name": m["name"], "value": m["accuracy"], "ci95": m["ci95"], "rank": ranks.get(key)})
+            else:
+                cat = m["per_category"].get(statistic, {})
+                entries.append({"name": m["name"], "value": cat.get("accuracy"), "ci95": cat.get("ci95", [None, None]), "rank": None})
+            continue
+        block = m.get(level) or {}
+        if "values" not in block:
+            continue
+        entries.append({"name": m["name"], "value": block["values"].get(statistic), "ci95": block["ci95"].get(statistic, [None, None]),
+                        "rank": ranks.get(key) if level == "item" else None})
+    ceiling = report["ceiling"]["item"]
+    note = ceiling.get("error", "")
+    same_unit = report["task"] == "forced_choice" or (level == "item" and ceiling.get("statistic") == statistic)
+    if "error" in ceiling:
+        return entries, None, note
+    if not same_unit:
+        return entries, ceiling, f"ceiling: {ceiling.get('method')} {ceiling.get('statistic')} at the item level"
+    return entries, ceiling, ""
+
+
+@require_GET
+def benchmark_chart(request, name, level, statistic):
+    get_object_or_404(Dataset, name=name)
+    try:
+        settings = _settings(request)
+        report = _report(name, settings, request.GET.get("criterion"))
+    except (BadSettings, ReportError) as exc:
+        return _bad(exc)
+    if level not in ("item", "image", "system"):
+        raise Http404("unknown level")
+    digest = hashlib.sha256(json.dumps([level, statistic, report], sort_keys=True).encode()).hexdigest()
+    key = f"benchmark-chart:{digest}"
+    png = cache.get(key)
+    if png is None:
+        entries, ceiling, note = chart_entries(report, level, statistic)
+        title = f"{report['dataset']} ({report.get('criterion') or report['task']}), {level} level"
+        png = plots.benchmark_bars_png(entries, LABELS.get(statistic, statistic), ceiling, title, note)
+        cache.set(key, png, 3600)
+    return HttpResponse(png, content_type="image/png")
+
+
+@require_GET
+def significance_png(request, name):
+    get_object_or_404(Dataset, name=name)
+    try:
+        report = _report(name, _settings(request), request.GET.get("criterion"))
+    except (BadSettings, ReportError) as exc:
+        return _bad(exc)
+    sig = report.get("significance", {}).get("permutation")
+    if not sig:
+        raise Http404("no significance test in this report (fewer than 2 metrics)")
+    return HttpResponse(plots.p_value_heatmap_png(sig["display_names"], sig["p_values"], sig["alpha"]), content_type="image/png")
+
+
+# --------------------------------------------------------------------------------------------
+# All benchmarks
+# --------------------------------------------------------------------------------------------
+
+
+def _comparison(request):
+    settings = _settings(request)
+    names = [n for n in request.GET.getlist("dataset") if n] or None
+    return comparison(names, n_resamples=settings["resamples"], seed=settings["seed"],
+                      n_permutations=settings["permutations"], alpha=settings["alpha"]), settings
+
+
+@require_GET
+def compare_page(request):
+    try:
+        matrix, settings = _comparison(request)
+    except (BadSettings, ReportError, PipelineError) as exc:
+        return _bad(exc)
+    columns = [dict(c, title=column_title(c), label=LABELS.get(c["statistic"], c["statistic"])) for c in matrix["columns"]]
+    rows = [{"metric": r["metric"], "name": r["name"], "cells": [(c, r["cells"].get(c["id"])) for c in columns]} for r in matrix["rows"]]
+    return render(request, "analysis/compare.html", {
+        "matrix": matrix, "columns": columns, "rows": rows, "settings": settings, "query": _query(settings),
+    })
+
+
+@require_GET
+def compare_json(request):
+    try:
+        matrix, _ = _comparison(request)
+    except (BadSettings, ReportError, PipelineError) as exc:
+        return _bad(exc)
+    response = JsonResponse(matrix, json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = 'attachment; filename="metric-comparison.json"'
+    return response
+
+
+@require_GET
+def compare_csv(request):
+    try:
+        matrix, _ = _comparison(request)
+    except (BadSettings, ReportError, PipelineError) as exc:
+        return _bad(exc)
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = 'attachment; filename="metric-comparison.csv"'
+    writer = csv.writer(response)
+    for row in comparison_csv_rows(matrix):
+        writer.writerow(["" if v is None else v for v in row])
+    return response
+
+
+@require_GET
+def compare_latex(request):
+    try:
+        matrix, _ = _comparison(request)
+    except (BadSettings, ReportError, PipelineError) as exc:
+        return _bad(exc)
+    response = HttpResponse(comparison_latex(matrix), content_type="text/x-tex; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="metric-comparison.tex"'
+    return response

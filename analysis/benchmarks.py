@@ -1,0 +1,503 @@
+"""Meta-evaluation of caption metrics on human-judgment benchmarks: the numbers a paper reports.
+
+One *benchmark report* per dataset (and judged criterion) gathers, for every metric with a complete
+run:
+
+* correlations at three levels (google-research/mt-metrics-eval's groupings, see the shared notes):
+  ``item`` -- pooled over all rows (each rating a row, or each caption's mean, as the dataset's
+  protocol says), with 95% bootstrap intervals resampling images;
+  ``image`` -- the within-image correlation across an image's candidates, averaged over images
+  (Wang & Chan 2019, Table 2 "per-image"), bootstrap over images;
+  ``system`` -- one mean score per system (metric and humans), correlated across systems
+  (Kasai et al. 2022, THumB), bootstrap over images and, separately, over systems;
+* pairwise accuracy with ties acc_23, Kendall tau_23 and the tie-calibrated accuracy acc_eq with
+  its epsilon (Deutsch et al. 2023, "Ties Matter"), pooled at the item level;
+* significance between every two metrics on the same rows: a paired permutation test on the
+  headline statistic and Williams' test on Pearson, with WMT-style significance clusters (ranks);
+* the human ceiling: leave-one-rater-out (each rating is a row) or split-half (per-caption means)
+  agreement with its bootstrap interval, drawn on every chart.
+
+Forced-choice benchmarks (PASCAL-50S) report the share of pairs where the metric prefers the
+caption the human majority preferred, per category (HC, HI, HM, MM) and overall, with the
+leave-one-vote-out human ceiling and a paired sign-flip permutation test between metrics.
+
+:func:`comparison` puts the headline number of every metric on every benchmark into one matrix
+with intervals and cluster ranks, exported by :func:`comparison_csv_rows` and
+:func:`comparison_latex`. Every report stores its seeds and resample counts; the same inputs and
+settings give identical numbers, and reports are cached under a key of all inputs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from analysis.statistics import (
+    STATISTICS,
+    compare_forced_choice,
+    compare_metrics,
+    correlate,
+    forced_choice_accuracy,
+    forced_choice_ceiling,
+    kendall_tau_23,
+    leave_one_rater_out,
+    pairwise_accuracy,
+    per_group_correlation,
+    split_half_ceiling,
+    system_level_correlation,
+    tie_calibrated_accuracy,
+)
+from crowd.models import Dataset
+from metrics import pipeline, uploads
+from metrics.models import MetricScore
+
+from .models import CorrelationReport
+from .reports import (
+    ReportError,
+    check_criterion,
+    completed_runs,
+    dataset_judgments,
+    judgment_rows,
+    metric_name,
+    per_pair,
+    protocol,
+    report_key,
+)
+
+LEVELS = ("item", "image", "system")
+PAIRWISE = ("kendall_tau_23", "pairwise_accuracy", "acc_eq")
+DEFAULT_RESAMPLES = 1000
+DEFAULT_PERMUTATIONS = 1000
+DEFAULT_ALPHA = 0.05
+LABELS = {
+    "pearson": "Pearson r", "spearman": "Spearman rho", "kendall_tau_b": "Kendall tau-b",
+    "kendall_tau_c": "Kendall tau-c", "kendall_tau_23": "Kendall tau_23", "pairwise_accuracy": "acc_23",
+    "acc_eq": "acc_eq (tie-calibrated)", "accuracy": "accuracy",
+}
+REPORT_VERSION = "benchmark-report/1"
+
+
+def _num(x) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _pair(ci) -> list:
+    return [_num(ci[0]), _num(ci[1])] if ci is not None else [None, None]
+
+
+def check_settings(levels, statistics, n_resamples: int, n_permutations: int, alpha: float) -> tuple[tuple, tuple]:
+    """Validate the report settings; returns (levels, statistics). ReportError names the bad value."""
+    levels = tuple(levels or LEVELS)
+    bad = [lv for lv in levels if lv not in LEVELS]
+    if bad:
+        raise ReportError(f"unknown level {bad[0]!r}; levels: {', '.join(LEVELS)}")
+    statistics = tuple(statistics or STATISTICS)
+    bad = [s for s in statistics if s not in STATISTICS]
+    if bad:
+        raise ReportError(f"unknown statistic {bad[0]!r}; statistics: {', '.join(STATISTICS)} (pairwise: always reported)")
+    for name, value in (("resamples", n_resamples), ("permutations", n_permutations)):
+        if int(value) != value or value < 0:
+            raise ReportError(f"{name} must be a non-negative integer, got {value!r}")
+    if not 0 < alpha < 1:
+        raise ReportError(f"alpha must be in (0, 1), got {alpha!r}")
+    return levels, statistics
+
+
+def benchmark_report(
+    dataset_name: str, metrics=None, criterion: str | None = None, levels=LEVELS, statistics=STATISTICS,
+    n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, n_permutations: int = DEFAULT_PERMUTATIONS,
+    alpha: float = DEFAULT_ALPHA, significance: bool = True, use_cache: bool = True, cider_df: str | None = None,
+) -> dict:
+    """The full meta-evaluation report of one benchmark, as a JSON-serialisable dict.
+
+    Shape (rating benchmarks)::
+
+        {"version": str, "dataset": str, "criterion": str, "task": "rating", "protocol": {...},
+         "headline": statistic, "counts": {"rows", "captions", "images", "systems", "ratings"},
+         "settings": {"levels", "statistics", "n_resamples", "confidence": 0.95, "seed",
+                      "n_permutations", "alpha", "bootstrap_unit": "image"},
+         "metrics": {key: {"name", "run", "version",
+                           "item": {"values": {stat: x}, "ci95": {stat: [lo, hi]},
+                                    "pairwise": {"kendall_tau_23", "pairwise_accuracy", "acc_eq", "epsilon"}},
+                           "image": {"values", "ci95", "n_images_used", "n_images_skipped"},
+                           "system": {"values", "ci95", "ci95_systems", "n_systems"} | {"error": str}}},
+         "ceiling": {"item": CeilingResult dict | {"error": str}},
+         "significance": {"permutation": MetricComparison dict, "williams": MetricComparison dict}}
+
+    Forced-choice benchmarks (``protocol.task == "forced_choice"``) have ``"task": "forced_choice"``,
+    ``"headline": "accuracy"`` and per metric ``{"accuracy", "ci95", "n_pairs", "n_excluded",
+    "per_category": {cat: {"accuracy", "n_pairs", "ci95"}}}``.
+
+    Parameters: ``metrics`` (keys; default every computed caption-level metric), ``criterion``
+    (default the dataset's main one), ``levels`` among :data:`LEVELS`, ``statistics`` among
+    pearson/spearman/kendall_tau_b/kendall_tau_c, ``n_resamples`` bootstrap resamples (0 = no
+    intervals), ``seed`` (bootstrap and permutation draws), ``n_permutations`` and ``alpha`` of
+    the significance tests (``significance=False`` skips them).
+
+    Raises PipelineError (unknown dataset/metric) or ReportError (nothing computed, no
+    judgments, bad settings).
+    """
+    levels, statistics = check_settings(levels, statistics, n_resamples, n_permutations, alpha)
+    dataset = pipeline.get_dataset(dataset_name)
+    proto = protocol(dataset)
+    if proto["task"] == "forced_choice":
+        criterion = None
+    else:
+        criterion = check_criterion(dataset, criterion)
+    runs = completed_runs(dataset, metrics, cider_df)
+    settings = {
+        "levels": list(levels), "statistics": list(statistics), "n_resamples": int(n_resamples), "confidence": 0.95,
+        "seed": int(seed), "n_permutations": int(n_permutations) if significance else 0, "alpha": float(alpha),
+        "bootstrap_unit": "pair" if proto["task"] == "forced_choice" else "image",
+    }
+    key = report_key(dataset, runs, n_resamples, seed, None, criterion=criterion, kind=REPORT_VERSION, settings=settings)
+    if use_cache:
+        cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
+        if cached is not None:
+            return _restore_order(cached.payload, runs)
+    if proto["task"] == "forced_choice":
+        report = _forced_choice_report(dataset, proto, runs, settings, significance)
+    else:
+        report = _rating_report(dataset, proto, criterion, runs, settings, levels, statistics, significance)
+    CorrelationReport.objects.update_or_create(dataset=dataset, key=key, defaults={"payload": report})
+    return report
+
+
+def _restore_order(report: dict, runs: dict) -> dict:
+    """PostgreSQL's jsonb sorts keys: put metrics back in the run order (registry order)."""
+    metrics = report["metrics"]
+    report["metrics"] = {k: metrics[k] for k in runs if k in metrics}
+    return report
+
+
+def _header(dataset: Dataset, proto: dict, runs: dict, settings: dict, task: str, criterion=None) -> dict:
+    return {
+        "version": REPORT_VERSION, "dataset": dataset.name, "criterion": criterion, "task": task,
+        "protocol": proto, "headline": proto["headline"] if task == "rating" else "accuracy",
+        "settings": settings, "metrics": {},
+    }
+
+
+def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics, significance) -> dict:
+    rows = judgment_rows(dataset, runs, criterion)
+    n_resamples, seed = settings["n_resamples"], settings["seed"]
+    headline = proto["headline"] if proto["headline"] in STATISTICS else "kendall_tau_b"
+    report = _header(dataset, proto, runs, settings, "rating", criterion or dataset.criterion)
+    report["headline"] = headline
+    n_systems = len(np.unique(rows.system))
+    report["counts"] = {
+        "rows": int(len(rows.human)), "captions": int(len(np.unique(rows.caption))),
+        "images": int(len(np.unique(rows.image))), "systems": int(n_systems),
+        "ratings": int(dataset_judgments(dataset, criterion).count()),
+    }
+    for metric, run in runs.items():
+        x = rows.metric[metric]
+        entry = {"name": metric_name(metric, run), "run": run.pk, "version": run.version}
+        if "item" in levels:
+            result = correlate(x, rows.human, rows.image, statistics, n_resamples=n_resamples, seed=seed)
+            calibrated = tie_calibrated_accuracy(x, rows.human)
+            entry["item"] = {
+                "values": {s: _num(result.values[s]) for s in statistics},
+                "ci95": {s: _pair(result.ci95.get(s)) for s in statistics},
+                "pairwise": {
+                    "kendall_tau_23": _num(kendall_tau_23(x, rows.human)),
+                    "pairwise_accuracy": _num(pairwise_accuracy(x, rows.human)),
+                    "acc_eq": _num(calibrated.accuracy),
+                    "epsilon": _num(calibrated.epsilon),
+                },
+            }
+        if "image" in levels:
+            _, images, values, human = per_pair(rows, x)
+            per_image = {}
+            for s in statistics:
+                r = per_group_correlation(values, human, images, statistic=s, n_resamples=n_resamples, seed=seed)
+                per_image[s] = r
+            first = next(iter(per_image.values()))
+            entry["image"] = {
+                "values": {s: _num(r.value) for s, r in per_image.items()},
+                "ci95": {s: _pair(r.ci95) for s, r in per_image.items()},
+                "n_images_used": int(first.n_groups_used), "n_images_skipped": int(first.n_groups_skipped),
+            }
+        if "system" in levels:
+            if n_systems < 3:
+                entry["system"] = {"error": f"{n_systems} judged system(s): a system-level correlation needs at least 3"}
+            else:
+                by_images = {s: system_level_correlation(x, rows.human, rows.system, rows.image, statistic=s, resample="images",
+                                                         n_resamples=n_resamples, seed=seed) for s in statistics}
+                by_systems = {s: system_level_correlation(x, rows.human, rows.system, rows.image, statistic=s, resample="systems",
+                                                          n_resamples=n_resamples, seed=seed) for s in statistics}
+                entry["system"] = {
+                    "values": {s: _num(r.value) for s, r in by_images.items()},
+                    "ci95": {s: _pair(r.ci95) for s, r in by_images.items()},
+                    "ci95_systems": {s: _pair(r.ci95) for s, r in by_systems.items()},
+                    "n_systems": int(n_systems),
+                }
+        report["metrics"][metric] = entry
+    report["ceiling"] = {"item": _rating_ceiling(dataset, criterion, proto, headline, n_resamples, seed)}
+    if significance and len(runs) >= 2 and settings["n_permutations"] > 0:
+        scores = {m: rows.metric[m] for m in runs}
+        names = {m: report["metrics"][m]["name"] for m in runs}
+        report["significance"] = {
+            "permutation": _named(compare_metrics(
+                scores, rows.human, statistic=headline, groups=rows.image, level="item", test="permutation",
+                n_resamples=settings["n_permutations"], seed=seed, alpha=settings["alpha"],
+            ).to_dict(), names),
+            "williams": _named(compare_metrics(
+                scores, rows.human, statistic="pearson", level="item", test="williams", alpha=settings["alpha"],
+            ).to_dict(), names),
+        }
+    return report
+
+
+def _named(comparison: dict, names: dict) -> dict:
+    comparison["display_names"] = [names.get(k, k) for k in comparison["names"]]
+    return comparison
+
+
+def _rating_ceiling(dataset, criterion, proto, statistic, n_resamples, seed) -> dict:
+    """Leave-one-rater-out when every rating is a row (the metric predicts single ratings), split-half
+    of the per-caption means when the protocol correlates means; an error entry when no caption has
+    two ratings."""
+    data = list(dataset_judgments(dataset, criterion).values_list("caption_id", "rater", "score"))
+    items = np.array([d[0] for d in data])
+    raters = np.array([d[1] for d in data], dtype=object)
+    scores = np.array([d[2] for d in data], float)
+    if len(items) == 0 or np.bincount(np.unique(items, return_inverse=True)[1]).max() < 2:
+        return {"error": "one rating per caption: the human ceiling cannot be estimated from this dataset"}
+    try:
+        if proto["rows"] == "mean":
+            result = split_half_ceiling(items, raters, scores, statistic=statistic, n_resamples=min(n_resamples, 200) or 0, seed=seed)
+        else:
+            result = leave_one_rater_out(items, raters, scores, statistic=statistic, n_resamples=n_resamples, seed=seed)
+    except ValueError as exc:
+        return {"error": str(exc)}
+    return result.to_dict()
+
+
+def forced_choice_data(dataset: Dataset, runs: dict):
+    """(categories (n,), votes for B (n,), votes (n,), {metric: (score_b (n,), score_c (n,))}) of a
+    forced-choice benchmark, one row per pair."""
+    from crowd.importers.pascal50s import forced_choice_rows
+
+    pairs = forced_choice_rows(dataset)
+    if not pairs:
+        raise ReportError(f"dataset {dataset.name!r} has no forced-choice judgments")
+    b = np.array([p[0] for p in pairs])
+    c = np.array([p[1] for p in pairs])
+    categories = np.array([p[2] for p in pairs], dtype=object)
+    votes_b = np.array([p[3] for p in pairs], float)
+    votes = np.array([p[4] for p in pairs], float)
+    scores = {}
+    for key, run in runs.items():
+        values = dict(MetricScore.objects.filter(run=run, caption_id__in=np.union1d(b, c).tolist()).values_list("caption_id", "value"))
+        missing = [i for i in np.union1d(b, c) if int(i) not in values]
+        if missing:
+            raise ReportError(f"run {run.pk} of {key!r} lacks scores for {len(missing)} judged captions")
+        sign = uploads.metric_sign(key, run)  # lower-is-better metrics are negated (see judgment_rows)
+        scores[key] = (sign * np.array([values[int(i)] for i in b]), sign * np.array([values[int(i)] for i in c]))
+    return categories, votes_b, votes, scores
+
+
+def _forced_choice_report(dataset, proto, runs, settings, significance) -> dict:
+    categories, votes_b, votes, scores = forced_choice_data(dataset, runs)
+    report = _header(dataset, proto, runs, settings, "forced_choice")
+    human_b = votes_b / votes
+    report["counts"] = {
+        "pairs": int(len(votes)), "votes": int(votes.sum()), "tied_pairs": int(np.sum(human_b == 0.5)),
+        "per_category": {str(c): int(np.sum(categories == c)) for c in sorted(set(categories))},
+    }
+    correct = {}
+    for metric, run in runs.items():
+        sb, sc = scores[metric]
+        result = forced_choice_accuracy(sb, sc, human_b, categories, n_resamples=settings["n_resamples"], seed=settings["seed"])
+        entry = {"name": metric_name(metric, run), "run": run.pk, "version": run.version}
+        entry.update(result.to_dict())
+        report["metrics"][metric] = entry
+        decided = human_b != 0.5
+        correct[metric] = np.where(sb == sc, 0.5, ((sb > sc) == (human_b > 0.5)).astype(float))[decided]
+    vote_lists = [np.r_[np.ones(int(vb)), np.zeros(int(v - vb))] for vb, v in zip(votes_b, votes)]
+    try:
+        report["ceiling"] = {"item": forced_choice_ceiling(vote_lists, n_resamples=settings["n_resamples"], seed=settings["seed"]).to_dict()}
+    except ValueError as exc:
+        report["ceiling"] = {"item": {"error": str(exc)}}
+    if significance and len(runs) >= 2 and settings["n_permutations"] > 0:
+        names = {m: report["metrics"][m]["name"] for m in runs}
+        report["significance"] = {"permutation": _named(compare_forced_choice(
+            correct, n_resamples=settings["n_permutations"], seed=settings["seed"], alpha=settings["alpha"],
+        ).to_dict(), names)}
+    return report
+
+
+# --------------------------------------------------------------------------------------------
+# All benchmarks in one matrix
+# --------------------------------------------------------------------------------------------
+
+
+def benchmark_columns(dataset: Dataset) -> list[dict]:
+    """The comparison-matrix columns one dataset contributes: one per judged criterion of a rating
+    benchmark (THumB: human_score, precision, recall), one per category plus the overall accuracy
+    of a forced-choice benchmark (PASCAL-50S: HC, HI, HM, MM, all)."""
+    proto = protocol(dataset)
+    if proto["task"] == "forced_choice":
+        cats = proto.get("categories") or []
+        return [
+            {"id": f"{dataset.name}:{c}", "dataset": dataset.name, "criterion": None, "category": c, "statistic": "accuracy"}
+            for c in [*cats, "all"]
+        ]
+    return [
+        {"id": f"{dataset.name}:{c}" if len(proto["criteria"]) > 1 else dataset.name, "dataset": dataset.name,
+         "criterion": c, "category": None, "statistic": proto["headline"]}
+        for c in (proto["criteria"] or [dataset.criterion])
+    ]
+
+
+def comparison(
+    datasets=None, metrics=None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+    n_permutations: int = DEFAULT_PERMUTATIONS, alpha: float = DEFAULT_ALPHA,
+) -> dict:
+    """Every metric on every benchmark: the headline statistic at the item level (x1, not x100)
+    with its 95% interval and the metric's significance-cluster rank within that benchmark.
+
+    Shape::
+
+        {"settings": {...}, "columns": [{"id", "dataset", "criterion", "category", "statistic",
+                                         "ceiling": {"value", "ci95"} | None}],
+         "rows": [{"metric": key, "name": str, "cells": {column id: {"value", "ci95", "rank"}}}],
+         "skipped": [{"dataset": name, "reason": str}]}
+
+    ``datasets``: names (default every dataset with human judgments); a dataset whose report
+    cannot be made is listed in ``skipped`` with the reason (unless it was named explicitly, then
+    ReportError). Ranks come from the permutation test on the overall statistic; per-category
+    columns of forced-choice benchmarks carry no rank.
+    """
+    explicit = bool(datasets)
+    names = list(datasets) if datasets else list(Dataset.objects.order_by("name").values_list("name", flat=True))
+    out = {
+        "settings": {"n_resamples": n_resamples, "seed": seed, "n_permutations": n_permutations, "alpha": alpha,
+                     "level": "item", "confidence": 0.95},
+        "columns": [], "rows": [], "skipped": [],
+    }
+    rows: dict[str, dict] = {}
+    for name in names:
+        dataset = pipeline.get_dataset(name)
+        for column in benchmark_columns(dataset):
+            try:
+                report = benchmark_report(
+                    name, metrics, criterion=column["criterion"], levels=("item",), n_resamples=n_resamples,
+                    seed=seed, n_permutations=n_permutations, alpha=alpha,
+                )
+            except ReportError as exc:
+                if explicit:
+                    raise
+                if not any(s["dataset"] == name for s in out["skipped"]):
+                    out["skipped"].append({"dataset": name, "reason": str(exc)})
+                break
+            ceiling = report["ceiling"]["item"]
+            column = dict(column, ceiling=None if "error" in ceiling else {"value": ceiling["value"], "ci95": ceiling["ci95"]})
+            ranks = (report.get("significance", {}).get("permutation") or {}).get("ranks", {})
+            out["columns"].append(column)
+            for metric, entry in report["metrics"].items():
+                row = rows.setdefault(metric, {"metric": metric, "name": entry["name"], "cells": {}})
+                if report["task"] == "forced_choice":
+                    if column["category"] == "all":
+                        cell = {"value": entry["accuracy"], "ci95": entry["ci95"], "rank": ranks.get(metric)}
+                    else:
+                        cat = entry["per_category"].get(column["category"], {})
+                        cell = {"value": cat.get("accuracy"), "ci95": cat.get("ci95", [None, None]), "rank": None}
+                else:
+                    stat = column["statistic"]
+                    cell = {"value": entry["item"]["values"].get(stat), "ci95": entry["item"]["ci95"].get(stat, [None, None]),
+                            "rank": ranks.get(metric)}
+                row["cells"][column["id"]] = cell
+    out["rows"] = list(rows.values())
+    return out
+
+
+COMPARISON_CSV_COLUMNS = ["metric", "name", "benchmark", "dataset", "criterion", "category", "statistic",
+                          "value", "ci95_lo", "ci95_hi", "rank"]
+
+
+def comparison_csv_rows(matrix: dict):
+    """Long-format rows of the comparison (header first), one per metric x benchmark cell, plus a
+    ``human_ceiling`` row per benchmark that has one; values as in the JSON (not x100)."""
+    yield COMPARISON_CSV_COLUMNS
+    for col in matrix["columns"]:
+        if col["ceiling"]:
+            yield ["human_ceiling", "Human ceiling", col["id"], col["dataset"], col["criterion"], col["category"],
+                   col["statistic"], col["ceiling"]["value"], *col["ceiling"]["ci95"], None]
+    for row in matrix["rows"]:
+        for col in matrix["columns"]:
+            cell = row["cells"].get(col["id"])
+            if cell is None:
+                continue
+            yield [row["metric"], row["name"], col["id"], col["dataset"], col["criterion"], col["category"],
+                   col["statistic"], cell["value"], *cell["ci95"], cell["rank"]]
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters in plain text."""
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in str(text))
+
+
+def _latex_number(v) -> str:
+    return "--" if v is None else f"{100 * v:.1f}"
+
+
+def comparison_latex(matrix: dict) -> str:
+    """A booktabs ``table`` a researcher can paste into a paper: one row per metric, one column per
+    benchmark, cells ``value^{rank}`` with the 95% interval below in small type, all x100; the last
+    row is the human ceiling. Needs ``\\usepackage{booktabs}``."""
+    cols = matrix["columns"]
+    lines = [
+        "% Generated by captioneval (analysis.benchmarks.comparison_latex); requires \\usepackage{booktabs}",
+        "\\begin{table}[t]", "\\centering", "\\small",
+        "\\begin{tabular}{l" + "c" * len(cols) + "}", "\\toprule",
+        "Metric & " + " & ".join(latex_escape(_column_title(c)) for c in cols) + " \\\\",
+        " & " + " & ".join(latex_escape(LABELS.get(c["statistic"], c["statistic"])) for c in cols) + " \\\\",
+        "\\midrule",
+    ]
+    for row in matrix["rows"]:
+        cells = []
+        for col in cols:
+            cell = row["cells"].get(col["id"])
+            if cell is None or cell["value"] is None:
+                cells.append("--")
+                continue
+            text = _latex_number(cell["value"]) + (f"$^{{{cell['rank']}}}$" if cell.get("rank") else "")
+            lo, hi = cell["ci95"]
+            if lo is not None and hi is not None:
+                text += f" {{\\scriptsize [{_latex_number(lo)}, {_latex_number(hi)}]}}"
+            cells.append(text)
+        lines.append(latex_escape(row["name"]) + " & " + " & ".join(cells) + " \\\\")
+    lines.append("\\midrule")
+    lines.append("Human ceiling & " + " & ".join(
+        "--" if not c["ceiling"] else _latex_number(c["ceiling"]["value"]) for c in cols) + " \\\\")
+    s = matrix["settings"]
+    lines += [
+        "\\bottomrule", "\\end{tabular}",
+        f"\\caption{{Agreement with human judgments (x100). Brackets: 95\\% bootstrap interval "
+        f"({s['n_resamples']} resamples, seed {s['seed']}); superscripts: significance cluster "
+        f"(paired permutation test, {s['n_permutations']} permutations, $\\alpha = {s['alpha']}$).}}",
+        "\\label{tab:metric-human-agreement}", "\\end{table}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _column_title(col: dict) -> str:
+    if col["category"]:
+        return f"{col['dataset']} {col['category']}"
+    if col["id"] != col["dataset"]:
+        return f"{col['dataset']} {col['criterion']}"
+    return col["dataset"]
+
+
+def column_title(col: dict) -> str:
+    """Human-readable title of a comparison column ("thumb precision", "pascal50s HC")."""
+    return _column_title(col)
