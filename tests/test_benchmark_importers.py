@@ -3,6 +3,7 @@ published protocol, reference sampling, idempotence, malformed inputs; and the a
 the CrowdFlower protocol (Kendall tau-b of BLEU-4 and CIDEr-D against the published values)."""
 import importlib
 import json
+import re
 import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -150,6 +151,20 @@ def test_crowdflower_acceptance_bleu4_and_cider_d_match_published_tau_b():
         got[metric] = 100 * kendalltau([scores[i] for i in ids], [human[i] for i in ids], variant="b")[0]
     bad = {m: v for m, v in got.items() if abs(v - CF_PUBLISHED_TAU_B_X100[m]) > CF_TOLERANCE}
     assert not bad, f"tau-b x100 {got} off the published {CF_PUBLISHED_TAU_B_X100}"
+    # The product's own report (protocol rows = caption means, headline tau-b) gives the same numbers,
+    # and the `correlate` table prints them.
+    from analysis.benchmarks import benchmark_report
+
+    report = benchmark_report("cf", levels=("item",), statistics=("kendall_tau_b",), n_resamples=100, n_permutations=100)
+    assert report["headline"] == "kendall_tau_b" and report["counts"]["rows"] == 47830
+    for metric, value in got.items():
+        assert 100 * report["metrics"][metric]["item"]["values"]["kendall_tau_b"] == pytest.approx(value, abs=1e-9)
+    assert report["significance"]["permutation"]["ranks"] == {"cider_d": 1, "bleu_4": 2}
+    ceiling = report["ceiling"]["item"]
+    assert ceiling["method"].startswith("split") and ceiling["value"] > report["metrics"]["cider_d"]["item"]["values"]["kendall_tau_b"]
+    table = run_command("correlate", "--dataset", "cf", "--level", "item", "--statistic", "kendall_tau_b",
+                        "--resamples", "100", "--permutations", "100")
+    assert re.search(r"CIDEr-D\s+1\s+24\.6 \[", table) and re.search(r"BLEU-4\s+2\s+16\.9 \[", table)
 
 
 @pytest.fixture
