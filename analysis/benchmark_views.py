@@ -217,37 +217,38 @@ def compare_page(request):
     })
 
 
-@require_GET
-def compare_json(request):
+def _download(request, make):
+    """A comparison download: ``make(matrix)`` builds the response; bad settings are an HTTP 400."""
     try:
         matrix, _ = _comparison(request)
     except (BadSettings, ReportError, PipelineError) as exc:
         return _bad(exc)
-    response = JsonResponse(matrix, json_dumps_params={"indent": 2})
-    response["Content-Disposition"] = 'attachment; filename="metric-comparison.json"'
+    return make(matrix)
+
+
+def _attachment(response, filename: str):
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
+
+
+@require_GET
+def compare_json(request):
+    return _download(request, lambda m: _attachment(JsonResponse(m, json_dumps_params={"indent": 2}), "metric-comparison.json"))
 
 
 @require_GET
 def compare_csv(request):
-    try:
-        matrix, _ = _comparison(request)
-    except (BadSettings, ReportError, PipelineError) as exc:
-        return _bad(exc)
-    response = HttpResponse(content_type="text/csv")
-    response["Content-Disposition"] = 'attachment; filename="metric-comparison.csv"'
-    writer = csv.writer(response)
-    for row in comparison_csv_rows(matrix):
-        writer.writerow(["" if v is None else v for v in row])
-    return response
+    def make(matrix):
+        response = HttpResponse(content_type="text/csv")
+        writer = csv.writer(response)
+        for row in comparison_csv_rows(matrix):
+            writer.writerow(["" if v is None else v for v in row])
+        return _attachment(response, "metric-comparison.csv")
+
+    return _download(request, make)
 
 
 @require_GET
 def compare_latex(request):
-    try:
-        matrix, _ = _comparison(request)
-    except (BadSettings, ReportError, PipelineError) as exc:
-        return _bad(exc)
-    response = HttpResponse(comparison_latex(matrix), content_type="text/x-tex; charset=utf-8")
-    response["Content-Disposition"] = 'attachment; filename="metric-comparison.tex"'
-    return response
+    return _download(request, lambda m: _attachment(
+        HttpResponse(comparison_latex(m), content_type="text/x-tex; charset=utf-8"), "metric-comparison.tex"))

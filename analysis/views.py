@@ -20,6 +20,7 @@ from .reports import (
     judgment_rows,
     metric_name,
     per_pair,
+    protocol,
     report_csv_rows,
 )
 
@@ -53,6 +54,9 @@ def index(request):
 
 def _report_or_none(dataset, weighting=None):
     """The dataset's correlation report (with gap-weighted entries for ``?weighting=gap:mtld``)."""
+    if protocol(dataset)["task"] == "forced_choice":
+        return None, (f"{dataset.name} is a forced-choice benchmark (which of two captions is better): its accuracies "
+                      "per category, significance clusters and human ceiling are on the meta-evaluation page.")
     try:
         return correlation_report(dataset.name, weighting=weighting or None), None
     except ReportError as exc:

@@ -205,7 +205,7 @@ def pascal_by_hand(dataset, metric):
     return {cat: np.mean(v) for cat, v in correct.items()}, np.mean([h for v in correct.values() for h in v])
 
 
-def test_pascal_forced_choice_report_and_comparison_exports(expert, thumb, tmp_path):
+def test_pascal_forced_choice_report_and_comparison_exports(expert, thumb, tmp_path, client):
     run_command("import_dataset", "pascal50s", str(PASCAL), "--name", "pascal")
     run_command("compute_metrics", "--dataset", "pascal", "--metric", "bleu_4", "rouge_l", "cider_d", "--wait")
     pascal = Dataset.objects.get(name="pascal")
@@ -219,6 +219,13 @@ def test_pascal_forced_choice_report_and_comparison_exports(expert, thumb, tmp_p
     # Published shape (Vedantam et al. 2015; CLIPScore Table 4): HI (correct vs another image's caption)
     # is by far the easiest category for every reference-based metric.
     assert all(m["per_category"]["HI"]["accuracy"] > 0.9 > m["per_category"]["MM"]["accuracy"] for m in report["metrics"].values())
+    page = client.get("/datasets/pascal/").content.decode()
+    assert "forced-choice benchmark" in page and 'id="benchmark-link"' in page
+    page = client.get("/datasets/pascal/benchmark/?resamples=100&permutations=100").content.decode()
+    hi = report["metrics"]["cider_d"]["per_category"]["HI"]["accuracy"]
+    assert 'id="accuracy-table"' in page, page[page.find("<main"):][:3000]
+    assert f'<td class="acc-HI">{100 * hi:.1f} <span class="ci">[' in page
+    assert client.get("/datasets/pascal/benchmark/?resamples=-1").status_code == 400
     ceiling = report["ceiling"]["item"]
     assert 0.6 < ceiling["value"] < 1 and ceiling["ci95"][0] <= ceiling["value"] <= ceiling["ci95"][1]
 
