@@ -149,6 +149,8 @@ def chart_entries(report: dict, level: str, statistic: str) -> tuple[list[dict],
         entries.append({"name": m["name"], "value": block["values"].get(statistic), "ci95": block["ci95"].get(statistic, [None, None]),
                         "rank": ranks.get(key) if level == "item" else None})
     ceiling = report["ceiling"]["item"]
+    if report["task"] == "forced_choice" and statistic not in ("accuracy", "all"):
+        ceiling = report["ceiling"].get("per_category", {}).get(statistic, {"error": "no ceiling"})
     note = ceiling.get("error", "")
     same_unit = report["task"] == "forced_choice" or (level == "item" and ceiling.get("statistic") == statistic)
     if "error" in ceiling:

@@ -124,7 +124,7 @@ def benchmark_report(
                                     "pairwise": {"kendall_tau_23", "pairwise_accuracy", "acc_eq", "epsilon"}},
                            "image": {"values", "ci95", "n_images_used", "n_images_skipped"},
                            "system": {"values", "ci95", "ci95_systems", "n_systems"} | {"error": str}}},
-         "ceiling": {"item": CeilingResult dict | {"error": str}},
+         "ceiling": {"item": CeilingResult dict | {"error": str}},   (forced choice: also "per_category")
          "significance": {"permutation": MetricComparison dict, "williams": MetricComparison dict}}
 
     Forced-choice benchmarks (``protocol.task == "forced_choice"``) have ``"task": "forced_choice"``,
@@ -301,6 +301,14 @@ def forced_choice_data(dataset: Dataset, runs: dict):
     return categories, votes_b, votes, scores
 
 
+def _vote_ceiling(vote_lists, settings) -> dict:
+    """Leave-one-vote-out accuracy of the human votes (their agreement with the other voters' majority)."""
+    try:
+        return forced_choice_ceiling(vote_lists, n_resamples=settings["n_resamples"], seed=settings["seed"]).to_dict()
+    except ValueError as exc:
+        return {"error": str(exc)}
+
+
 def _forced_choice_report(dataset, proto, runs, settings, significance) -> dict:
     categories, votes_b, votes, scores = forced_choice_data(dataset, runs)
     report = _header(dataset, proto, runs, settings, "forced_choice")
@@ -319,10 +327,10 @@ def _forced_choice_report(dataset, proto, runs, settings, significance) -> dict:
         decided = human_b != 0.5
         correct[metric] = np.where(sb == sc, 0.5, ((sb > sc) == (human_b > 0.5)).astype(float))[decided]
     vote_lists = [np.r_[np.ones(int(vb)), np.zeros(int(v - vb))] for vb, v in zip(votes_b, votes)]
-    try:
-        report["ceiling"] = {"item": forced_choice_ceiling(vote_lists, n_resamples=settings["n_resamples"], seed=settings["seed"]).to_dict()}
-    except ValueError as exc:
-        report["ceiling"] = {"item": {"error": str(exc)}}
+    report["ceiling"] = {"item": _vote_ceiling(vote_lists, settings), "per_category": {
+        str(cat): _vote_ceiling([vote_lists[i] for i in np.flatnonzero(categories == cat)], settings)
+        for cat in sorted(set(categories))
+    }}
     if significance and len(runs) >= 2 and settings["n_permutations"] > 0:
         names = {m: report["metrics"][m]["name"] for m in runs}
         report["significance"] = {"permutation": _named(compare_forced_choice(
@@ -396,6 +404,8 @@ def comparison(
                     out["skipped"].append({"dataset": name, "reason": str(exc)})
                 break
             ceiling = report["ceiling"]["item"]
+            if column["category"] not in (None, "all"):
+                ceiling = report["ceiling"].get("per_category", {}).get(column["category"], {"error": "no ceiling"})
             column = dict(column, ceiling=None if "error" in ceiling else {"value": ceiling["value"], "ci95": ceiling["ci95"]})
             ranks = (report.get("significance", {}).get("permutation") or {}).get("ranks", {})
             out["columns"].append(column)

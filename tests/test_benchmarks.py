@@ -228,6 +228,10 @@ def test_pascal_forced_choice_report_and_comparison_exports(expert, thumb, tmp_p
     assert client.get("/datasets/pascal/benchmark/?resamples=-1").status_code == 400
     ceiling = report["ceiling"]["item"]
     assert 0.6 < ceiling["value"] < 1 and ceiling["ci95"][0] <= ceiling["value"] <= ceiling["ci95"][1]
+    # Per category: people agree most on HI (the other image's caption is plainly wrong), least on MM.
+    per_cat = {c: report["ceiling"]["per_category"][c]["value"] for c in ("HC", "HI", "HM", "MM")}
+    assert per_cat["HI"] == max(per_cat.values()) and min(per_cat.values()) < ceiling["value"] < per_cat["HI"]
+    assert f'<td class="ceiling-HI">{100 * per_cat["HI"]:.1f}</td>' in page
 
     matrix = comparison(n_resamples=50, n_permutations=50)
     ids = [c["id"] for c in matrix["columns"]]
@@ -247,8 +251,8 @@ def test_pascal_forced_choice_report_and_comparison_exports(expert, thumb, tmp_p
     for metric, row in rows.items():
         for col, cell in row["cells"].items():
             assert float(cells[(metric, col)]["value"]) == pytest.approx(cell["value"], abs=1e-12)
-    assert float(cells[("human_ceiling", "pascal:all")]["value"]) == pytest.approx(
-        next(c for c in matrix["columns"] if c["id"] == "pascal:all")["ceiling"]["value"])
+    assert float(cells[("human_ceiling", "pascal:all")]["value"]) == pytest.approx(ceiling["value"])
+    assert float(cells[("human_ceiling", "pascal:MM")]["value"]) == pytest.approx(per_cat["MM"])
     assert list(comparison_csv_rows(matrix))[0][:3] == ["metric", "name", "benchmark"]
 
     # LaTeX: a booktabs tabular with one row per metric and a cell per benchmark, values x100.
