@@ -10,8 +10,20 @@ environment:
     e.g. ``redis://127.0.0.1:6379/0``. Unset: Celery tasks run in-process (``task_always_eager``).
 ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``
     the usual Django settings; the defaults are for local use only.
+``DATABASE_CONN_MAX_AGE``
+    seconds a web or worker process keeps its database connection (default 60; 0 = a new
+    connection per request). Connections are health-checked before reuse, so a restarted
+    PostgreSQL costs one failed request at most, never a stuck process.
+``CACHE_URL``
+    e.g. ``redis://127.0.0.1:6379/1``: the shared cache behind the rater rate limits. Unset: a
+    per-process memory cache (fine for one process; each gunicorn worker then counts on its own).
+``RATER_RATE_LIMIT``
+    requests one rater may make to the rater pages, as ``N/s``, ``N/m`` or ``N/h`` (default
+    ``120/m``); ``0`` turns the limit off. See :mod:`crowd.ratelimit`.
 ``EVALSITE_VAR_DIR``
     where the SQLite file and other run-time state go (default ``var/`` in the project).
+
+Production: ``DJANGO_SETTINGS_MODULE=evalsite.production`` (see that module).
 """
 import os
 from pathlib import Path
@@ -46,6 +58,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "evalsite.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "evalsite.urls"
@@ -70,7 +83,8 @@ WSGI_APPLICATION = "evalsite.wsgi.application"
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'captioneval.sqlite3'}",
-        conn_max_age=0,
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -86,6 +100,17 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+
+# Shared cache (rate limits). A cache that is down never blocks a rater: limits then fail open.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"],
+         "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2}}
+        if os.environ.get("CACHE_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "captioneval"}
+    )
+}
+RATER_RATE_LIMIT = os.environ.get("RATER_RATE_LIMIT", "120/m")
 
 # --- Celery -------------------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

@@ -10,3 +10,5 @@ urlpatterns = [
     path("", include("analysis.urls")),
     path("", include("metrics.urls")),
 ]
+
+handler500 = "evalsite.middleware.server_error"

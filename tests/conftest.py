@@ -98,3 +98,10 @@ def stale(element):
             return False
 
     return predicate
+
+
+@pytest.fixture(autouse=True)
+def _no_rate_limit_unless_asked(settings):
+    """Simulated raters act much faster than people: tests switch the rater rate limit off unless
+    they set ``settings.RATER_RATE_LIMIT`` themselves (tests/test_security.py does)."""
+    settings.RATER_RATE_LIMIT = "0"

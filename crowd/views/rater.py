@@ -20,6 +20,7 @@ from crowd import engine
 from crowd.kinds import AnswerError, get_kind
 from crowd.models import Assignment, Campaign, Worker
 from crowd.providers import get_provider
+from crowd.ratelimit import rater_limited
 
 LOCAL = get_provider(Campaign.LOCAL)
 
@@ -36,6 +37,7 @@ def _need_worker(request):
     return worker, None
 
 
+@rater_limited
 @require_GET
 def join(request, token):
     """An invitation link: remember the worker in this browser session and go to the campaigns."""
@@ -47,6 +49,7 @@ def join(request, token):
     return redirect(target)
 
 
+@rater_limited
 @require_GET
 def home(request):
     worker, denied = _need_worker(request)
@@ -63,6 +66,7 @@ def _live_campaign(name):
     return campaign
 
 
+@rater_limited
 @require_GET
 def next_task(request, name):
     """Continue an accepted task, or preview the next one with an Accept button, or say why not."""
@@ -88,6 +92,7 @@ def next_task(request, name):
     })
 
 
+@rater_limited
 @require_POST
 def accept(request, name):
     worker, denied = _need_worker(request)
@@ -125,6 +130,7 @@ def _render_task(request, assignment, errors=None, data=None, status=200):
     }, status=status)
 
 
+@rater_limited
 @require_GET
 def task(request, name, pk):
     worker, assignment, denied = _own_assignment(request, name, pk)
@@ -137,6 +143,7 @@ def task(request, name, pk):
     return _render_task(request, assignment)
 
 
+@rater_limited
 @require_POST
 def submit(request, name, pk):
     worker, assignment, denied = _own_assignment(request, name, pk)
@@ -161,6 +168,7 @@ def submit(request, name, pk):
     return redirect("crowd:next", name=name)
 
 
+@rater_limited
 @require_POST
 def return_task(request, name, pk):
     worker, assignment, denied = _own_assignment(request, name, pk)

@@ -1,0 +1,98 @@
+"""Rate limits on the rater pages (fixed one-window counters in Django's cache).
+
+A rater (the worker in the session, else the client address) may make ``settings.RATER_RATE_LIMIT``
+requests per window, e.g. ``"120/m"`` (two a second sustained, far above what a person rating
+captions does, far below what a script hammering the engine would do). Over the limit the view
+answers HTTP 429 with ``Retry-After``. The counter lives in the shared cache (``CACHE_URL``, Redis)
+so all web processes count together; if the cache is unreachable the limit *fails open* and the
+rater keeps working (a warning is logged), because losing raters' work is worse than an unlimited
+minute.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from django.http import HttpResponse, JsonResponse
+
+log = logging.getLogger("crowd.ratelimit")
+
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smh])\s*$")
+_UNIT = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_rate(rate: str) -> tuple[int, int] | None:
+    """``"120/m"`` -> (120, 60): requests per window of seconds; ``"0"``/empty -> None (no limit).
+    ``"10/5s"`` is 10 per 5 seconds. Raises ValueError for anything else."""
+    if rate is None or str(rate).strip() in ("", "0"):
+        return None
+    m = _RATE.match(str(rate))
+    if not m:
+        raise ValueError(f"bad rate {rate!r}: use N/s, N/m, N/h or N/<k>s (e.g. 120/m)")
+    n, k, unit = int(m.group(1)), int(m.group(2) or 1), m.group(3)
+    return (n, k * _UNIT[unit]) if n else None
+
+
+def hit(key: str, rate: str, now: float | None = None) -> int:
+    """Count one request against ``key``; returns 0 if allowed, else seconds until the window
+    ends. Fails open (returns 0) when the cache cannot be reached."""
+    limit = parse_rate(rate)
+    if limit is None:
+        return 0
+    n, window = limit
+    now = time.time() if now is None else now
+    start = int(now // window) * window
+    cache_key = f"rl:{key}:{start}"
+    try:
+        if cache.add(cache_key, 1, timeout=window + 1):
+            count = 1
+        else:
+            try:
+                count = cache.incr(cache_key)
+            except ValueError:  # expired between add and incr
+                cache.add(cache_key, 1, timeout=window + 1)
+                count = 1
+    except Exception as exc:  # noqa: BLE001 - a cache outage must never stop raters
+        log.warning("rate limit cache unavailable, not limiting: %s", exc)
+        return 0
+    return 0 if count <= n else max(1, int(start + window - now + 0.999))
+
+
+def client_key(request) -> str:
+    """Who is asking: the rater's worker id from the session if any, else the client address."""
+    from .providers import SESSION_KEY
+
+    wid = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
+    if wid:
+        return f"worker:{wid}"
+    if getattr(request, "user", None) is not None and request.user.is_authenticated:
+        return f"user:{request.user.pk}"
+    return f"ip:{request.META.get('REMOTE_ADDR', '')}"
+
+
+def too_many(request, retry_after: int) -> HttpResponse:
+    message = f"Too many requests: please slow down and try again in {retry_after} s."
+    if "application/json" in request.headers.get("Accept", ""):
+        response = JsonResponse({"error": message, "retryable": True, "retry_after": retry_after}, status=429)
+    else:
+        response = HttpResponse(f"<!doctype html><title>Slow down</title><p>{message}</p>", status=429,
+                                content_type="text/html; charset=utf-8")
+    response["Retry-After"] = str(retry_after)
+    return response
+
+
+def rater_limited(view):
+    """Decorator for rater views: apply ``settings.RATER_RATE_LIMIT`` per rater."""
+
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        wait = hit(client_key(request), settings.RATER_RATE_LIMIT)
+        if wait:
+            return too_many(request, wait)
+        return view(request, *args, **kwargs)
+
+    return wrapped
