@@ -10,7 +10,12 @@ Guarantees (tested under concurrency on PostgreSQL, ``tests/test_campaign_concur
   row; a late submission is stored, flagged ``late``, and counts only if a slot is still free;
 * submitting is idempotent: a repeated request (double click, retry) finds the assignment already
   submitted and records nothing new;
-* bad input changes nothing: every state change runs in one transaction after validation.
+* bad input changes nothing: every state change runs in one transaction after validation;
+* claims stay fast however full the campaign is: ``Item.full`` is set, under the item's row
+  lock, by the claim that takes an item's last slot and cleared by every release (return, expiry,
+  blocked worker), so the search for an open item skips full ones through a partial index. The flag
+  may only ever be stale in the safe direction (``False`` on a full item; the slot count is still
+  checked), never ``True`` on an item with a free slot.
 
 On SQLite (the embedded quick-start database) row locks do not exist; SQLite serialises writers
 and the same constraints hold.
@@ -213,7 +218,7 @@ def _open_items(campaign: Campaign, worker: Worker):
         .order_by().values("item").annotate(n=Count("pk")).values("n")
     )
     return (
-        Item.objects.filter(campaign=campaign, is_gold=False)
+        Item.objects.filter(campaign=campaign, is_gold=False, full=False)
         .annotate(held=Coalesce(Subquery(held), 0))
         .filter(held__lt=campaign.judgments_per_item)
         .exclude(Exists(Assignment.objects.filter(item=OuterRef("pk"), worker=worker)))
@@ -239,6 +244,17 @@ def preview(campaign: Campaign, worker: Worker) -> Item | None:
     if unavailable_reason(campaign, worker):
         return None
     return _gold_due(campaign, worker) or _open_items(campaign, worker).first()
+
+
+def _took_slot(item_id, free: list) -> None:
+    """Call after taking ``free[0]`` under the item's row lock: the item is full if it was the last."""
+    if len(free) == 1:
+        Item.objects.filter(pk=item_id).update(full=True)
+
+
+def _reopen(item_ids) -> None:
+    """Slots of these items were released: they are open again."""
+    Item.objects.filter(pk__in=list(item_ids), full=True).update(full=False)
 
 
 def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_ref="") -> Assignment:
@@ -288,6 +304,7 @@ def accept_item(
                 free = [s for s in range(campaign.judgments_per_item) if s not in holders]
                 if free:
                     slot = free[0]
+                    _took_slot(item.pk, free)
                 else:
                     stale = next((a for a in holders.values() if a.state == ACTIVE and a.provider_ref), None)
                     if stale is not None:
@@ -332,6 +349,7 @@ def accept(campaign: Campaign, worker: Worker) -> Assignment:
                 held = set(Assignment.objects.filter(item=item, slot__isnull=False).values_list("slot", flat=True))
                 free = [s for s in range(campaign.judgments_per_item) if s not in held]
                 if free:
+                    _took_slot(item.pk, free)
                     return _new_assignment(campaign, item, worker, free[0], now)
                 skipped.append(item.pk)  # filled since our snapshot: look further
     except IntegrityError:
@@ -400,6 +418,8 @@ def submit(
         if a.item.is_gold:
             counted = False
         elif worker_state(a.campaign, worker) == WorkerStatus.BLOCKED:
+            if a.slot is not None:
+                _reopen([a.item_id])
             counted, a.slot = False, None  # kept for the record, never counted
         elif a.slot is not None:
             counted = True
@@ -409,6 +429,8 @@ def submit(
             free = [s for s in range(a.campaign.judgments_per_item) if s not in held]
             counted = bool(free)
             a.slot = free[0] if free else None
+            if free:
+                _took_slot(a.item_id, free)
         a.state = Assignment.SUBMITTED
         a.submitted_at, a.late, a.counted, a.answer = now, late, counted, answer
         a.submit_key = submit_key[:64]
@@ -432,6 +454,8 @@ def return_assignment(assignment_id, worker: Worker, reason: str = "") -> Assign
         a = _locked_assignment(assignment_id, worker)
         if a.state != ACTIVE:
             raise Conflict(f"only an accepted task can be returned; this one is {a.state}", "not-active")
+        if a.slot is not None:
+            _reopen([a.item_id])
         a.state, a.slot, a.return_reason = Assignment.RETURNED, None, reason.strip()[:1000]
         a.save(update_fields=["state", "slot", "return_reason"])
     return a
@@ -440,10 +464,18 @@ def return_assignment(assignment_id, worker: Worker, reason: str = "") -> Assign
 def expire_overdue(campaign: Campaign | None = None) -> int:
     """Mark accepted assignments past their deadline ``expired`` and release their slots (the rows
     stay). Returns how many expired. Run by the periodic Celery task and before every claim."""
-    qs = Assignment.objects.filter(state=ACTIVE, deadline__lte=timezone.now())
+    now = timezone.now()
+    qs = Assignment.objects.filter(state=ACTIVE, deadline__lte=now)
     if campaign is not None:
         qs = qs.filter(campaign=campaign)
-    return qs.update(state=Assignment.EXPIRED, slot=None, expired_at=timezone.now())
+    due = list(qs.values_list("pk", "item_id", "slot"))  # the cut-off is fixed: no new row can match
+    if not due:
+        return 0
+    with transaction.atomic():
+        n = Assignment.objects.filter(pk__in=[d[0] for d in due], state=ACTIVE).update(
+            state=Assignment.EXPIRED, slot=None, expired_at=now)
+        _reopen({item for _, item, slot in due if slot is not None})
+    return n
 
 
 def release_counted_work(campaign: Campaign, worker: Worker) -> int:
@@ -459,6 +491,7 @@ def release_counted_work(campaign: Campaign, worker: Worker) -> int:
             from .models import Caption
 
             Caption.objects.filter(system__dataset=campaign.dataset, key__in=[f"assignment-{i}" for i in ids]).delete()
+        _reopen(qs.filter(slot__isnull=False).values_list("item_id", flat=True))
         Assignment.objects.filter(pk__in=ids).update(counted=False, slot=None)
     return len(ids)
 

@@ -93,6 +93,8 @@ class Item(models.Model):
     payload = models.JSONField()
     is_gold = models.BooleanField(default=False)
     gold = models.JSONField(null=True, blank=True)
+    full = models.BooleanField(
+        default=False, help_text="all k slots are held (kept by crowd.engine; lets claims skip full items)")
 
     class Meta:
         ordering = ["campaign", "position"]
@@ -100,7 +102,11 @@ class Item(models.Model):
             models.UniqueConstraint(fields=["campaign", "key"], name="item_unique_key"),
             models.UniqueConstraint(fields=["campaign", "position"], name="item_unique_position"),
         ]
-        indexes = [models.Index(fields=["campaign", "is_gold", "position"])]
+        indexes = [
+            models.Index(fields=["campaign", "is_gold", "position"]),
+            models.Index(fields=["campaign", "position"], condition=models.Q(full=False, is_gold=False),
+                         name="item_open_position"),
+        ]
 
     def __str__(self):
         return f"{self.campaign.name}/{self.key}"
