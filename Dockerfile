@@ -7,5 +7,8 @@ WORKDIR /app
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
 COPY . .
-ENV PYTHONUNBUFFERED=1
+# Production settings by default: DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS and DATABASE_URL must be
+# given at run time (docker-compose.yml passes them from the environment); nothing secret is baked in.
+ENV PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=evalsite.production
 EXPOSE 8000
+CMD ["gunicorn", "evalsite.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]

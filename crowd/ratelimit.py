@@ -7,10 +7,16 @@ answers HTTP 429 with ``Retry-After``. The counter lives in the shared cache (``
 so all web processes count together; if the cache is unreachable the limit *fails open* and the
 rater keeps working (a warning is logged), because losing raters' work is worse than an unlimited
 minute.
+
+Behind reverse proxies, ``settings.RATELIMIT_TRUSTED_PROXIES`` (``DJANGO_TRUSTED_PROXIES`` in
+:mod:`evalsite.production`) says how many of them append to ``X-Forwarded-For``, so that anonymous
+clients (e.g. someone guessing invitation tokens) are counted by their own address, not all together
+by the proxy's.
 """
 from __future__ import annotations
 
 import functools
+import ipaddress
 import logging
 import re
 import time
@@ -34,6 +40,8 @@ def parse_rate(rate: str) -> tuple[int, int] | None:
     if not m:
         raise ValueError(f"bad rate {rate!r}: use N/s, N/m, N/h or N/<k>s (e.g. 120/m)")
     n, k, unit = int(m.group(1)), int(m.group(2) or 1), m.group(3)
+    if k == 0:
+        raise ValueError(f"bad rate {rate!r}: the window cannot be 0 seconds")
     return (n, k * _UNIT[unit]) if n else None
 
 
@@ -62,8 +70,27 @@ def hit(key: str, rate: str, now: float | None = None) -> int:
     return 0 if count <= n else max(1, int(start + window - now + 0.999))
 
 
+def client_address(request) -> str:
+    """The client's IP address as a rate-limit key: ``REMOTE_ADDR``, or with
+    ``settings.RATELIMIT_TRUSTED_PROXIES = n > 0`` the n-th ``X-Forwarded-For`` entry from the right
+    (the address the outermost trusted proxy saw; entries further left are client-supplied and not
+    trusted). An IPv6 address stands for its /64 network (one subscriber's). Unparsable -> as given."""
+    address = request.META.get("REMOTE_ADDR", "")
+    n = int(getattr(settings, "RATELIMIT_TRUSTED_PROXIES", 0) or 0)
+    if n > 0:
+        hops = [h.strip() for h in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if h.strip()]
+        if len(hops) >= n:
+            address = hops[-n]
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    return str(ipaddress.ip_network(f"{ip}/64", strict=False)) if ip.version == 6 else str(ip)
+
+
 def client_key(request) -> str:
-    """Who is asking: the rater's worker id from the session if any, else the client address."""
+    """Who is asking: the rater's worker id from the session if any, else the logged-in user, else
+    the client address (:func:`client_address`)."""
     from .providers import SESSION_KEY
 
     wid = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
@@ -71,10 +98,11 @@ def client_key(request) -> str:
         return f"worker:{wid}"
     if getattr(request, "user", None) is not None and request.user.is_authenticated:
         return f"user:{request.user.pk}"
-    return f"ip:{request.META.get('REMOTE_ADDR', '')}"
+    return f"ip:{client_address(request)}"
 
 
 def too_many(request, retry_after: int) -> HttpResponse:
+    """HTTP 429 with ``Retry-After: retry_after`` (seconds): JSON for API clients, else a short page."""
     message = f"Too many requests: please slow down and try again in {retry_after} s."
     if "application/json" in request.headers.get("Accept", ""):
         response = JsonResponse({"error": message, "retryable": True, "retry_after": retry_after}, status=429)

@@ -24,9 +24,30 @@ def test_compose_file_has_the_five_services_wired_together():
         assert svc["build"] == "."
     assert "celery -A evalsite worker" in services["worker"]["command"]
     assert "celery -A evalsite beat" in services["beat"]["command"]
-    assert "manage.py migrate" in services["web"]["command"] and "8000:8000" in services["web"]["ports"]
+    web = services["web"]
+    assert "manage.py migrate" in web["command"] and "gunicorn evalsite.wsgi" in web["command"]
+    assert "runserver" not in web["command"]
+    assert [port.rsplit(":", 2)[-2:] for port in web["ports"]] == [["8000", "8000"]]
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "default-jre-headless" in dockerfile and "requirements.txt" in dockerfile
+    assert "DJANGO_SETTINGS_MODULE=evalsite.production" in dockerfile and '"gunicorn", "evalsite.wsgi"' in dockerfile
+    assert ".env" in (ROOT / ".dockerignore").read_text().split()  # secrets file never copied into the image
+
+
+def test_compose_takes_every_secret_from_the_environment():
+    """Production settings, and no secret written in the file: the Django key and the database
+    password are required variables (``${NAME:?message}``: compose refuses to start without them)."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    for name in ("web", "worker", "beat"):
+        env = services[name]["environment"]
+        assert env["DJANGO_SETTINGS_MODULE"] == "${DJANGO_SETTINGS_MODULE:-evalsite.production}"
+        assert env["DJANGO_SECRET_KEY"].startswith("${DJANGO_SECRET_KEY:?")
+        assert "${POSTGRES_PASSWORD:?" in env["DATABASE_URL"]
+        assert env["CACHE_URL"].startswith("redis://redis:6379/")  # rate limits shared by the gunicorn workers
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "captioneval:captioneval@" not in text and "POSTGRES_PASSWORD: captioneval" not in text
 
 
 def test_metric_and_statistics_code_runs_without_django():

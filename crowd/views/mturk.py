@@ -34,6 +34,7 @@ from crowd.kinds import AnswerError, get_kind
 from crowd.models import Assignment, Campaign, Item, MTurkHIT
 from crowd.mturk.collect import worker_for
 from crowd.mturk.questions import PREVIEW_ASSIGNMENT
+from crowd.ratelimit import rater_limited
 
 SALT = "crowd.mturk.task"
 WORKER_ID = re.compile(r"^[0-9A-Za-z]{5,64}$")
@@ -84,6 +85,7 @@ def _forward(request, assignment, submit_to, fields, late=False):
 
 
 @xframe_options_exempt
+@rater_limited  # per client address: these pages carry no session
 @require_GET
 def task(request, name, item_pk):
     """Preview, or open the worker's assignment of the item (created on first visit)."""
@@ -126,6 +128,7 @@ def _answer_fields(assignment) -> list[tuple[str, str]]:
 
 @csrf_exempt  # a third-party frame has no CSRF cookie; the signed token authorises the request
 @xframe_options_exempt
+@rater_limited
 @require_POST
 def submit(request, name, item_pk):
     """Store the answer (engine), then forward it to MTurk's externalSubmit."""
