@@ -4,7 +4,6 @@ Settings come from the query string (``?seed=0&resamples=1000&permutations=1000&
 ``criterion=`` on a benchmark page); they are stored in every report and download, so a number on
 the page can be reproduced from its JSON.
 """
-import csv
 import hashlib
 import json
 
@@ -14,6 +13,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
+from evalsite import csvsafe
 from metrics.pipeline import PipelineError
 
 from . import plots
@@ -242,7 +242,7 @@ def compare_json(request):
 def compare_csv(request):
     def make(matrix):
         response = HttpResponse(content_type="text/csv")
-        writer = csv.writer(response)
+        writer = csvsafe.writer(response)
         for row in comparison_csv_rows(matrix):
             writer.writerow(["" if v is None else v for v in row])
         return _attachment(response, "metric-comparison.csv")

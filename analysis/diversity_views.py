@@ -5,13 +5,12 @@ downloads) and the per-image page (caption sets, Self-CIDEr / LSA, radar charts,
 Query parameters: ``m`` (captions per set of the runs to show; default all) and ``beta2`` (F-score
 weight; default 5 as in the paper).
 """
-import csv
-
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset, Image
+from evalsite import csvsafe
 from metrics.models import SetScore
 
 from . import plots
@@ -82,7 +81,7 @@ def diversity_csv(request, name):
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{dataset.name}-diversity.csv"'
     extra = sorted({k for row in summary["systems"] for k in row} - set(SUMMARY_COLUMNS))
-    writer = csv.writer(response)
+    writer = csvsafe.writer(response)
     writer.writerow(SUMMARY_COLUMNS + extra)
     for row in summary["systems"]:
         writer.writerow(["" if row.get(k) is None else row.get(k) for k in SUMMARY_COLUMNS + extra])
@@ -127,8 +126,11 @@ def image_page(request, name, key):
     m, _ = _options(request)
     detail = image_detail(dataset, image, m=m)
     query = request.GET.urlencode()
+    # a link only to a web address: the stored URL is data and could say javascript:
+    href = image.url if image.url.lower().startswith(("http://", "https://")) else ""
     return render(request, "analysis/image.html", {
         "dataset": dataset, "image": image, "detail": detail, "m": m, "query": f"?{query}" if query else "",
+        "image_href": href,
     })
 
 

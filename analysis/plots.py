@@ -1,6 +1,12 @@
-"""Server-side plots (matplotlib, Agg backend): no JavaScript library or CDN is needed to view them."""
+"""Server-side plots (matplotlib, Agg backend): no JavaScript library or CDN is needed to view them.
+
+Every label may be user text (system, metric and caption names), so every public function draws
+with mathtext and TeX off (:func:`_plain_text`): ``$x$`` or a lone ``$`` in a name is shown as
+typed instead of being parsed (a malformed formula would make ``savefig`` raise).
+"""
 from __future__ import annotations
 
+import functools
 import io
 
 import matplotlib
@@ -9,7 +15,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+_PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
 
+
+def _plain_text(plot):
+    """Decorator: run a plot function (figure creation to ``savefig``) with mathtext and TeX off."""
+    @functools.wraps(plot)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(_PLAIN_TEXT):
+            return plot(*args, **kwargs)
+    return wrapper
+
+
+@_plain_text
 def scatter_png(metric_values, human_values, metric_name: str, human_label: str, title: str = "") -> bytes:
     """PNG scatter of per-caption metric score (x) against mean human rating (y) with the
     least-squares line y = a x + b (numpy.polyfit, degree 1).
@@ -36,6 +54,7 @@ def scatter_png(metric_values, human_values, metric_name: str, human_label: str,
     return buf.getvalue()
 
 
+@_plain_text
 def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", statistic: str = "kendall_tau_b") -> bytes:
     """PNG bar chart of one statistic per metric with its 95% interval, and the human ceiling
     (split-half reliability, same statistic when available, else Spearman-Brown Pearson) as a
@@ -47,8 +66,12 @@ def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", sta
     """
     names = [m["name"] for m in correlations.values()]
     values = [m.get(statistic) or 0.0 for m in correlations.values()]
-    lo = [v - (m["ci95"].get(statistic, [v, v])[0] or v) for v, m in zip(values, correlations.values())]
-    hi = [(m["ci95"].get(statistic, [v, v])[1] or v) - v for v, m in zip(values, correlations.values())]
+    lo, hi = [], []
+    for v, m in zip(values, correlations.values()):
+        # a percentile bootstrap interval need not contain the estimate: clip, never a negative error bar
+        low, high = (m.get("ci95") or {}).get(statistic) or (None, None)
+        lo.append(0.0 if low is None else max(0.0, v - low))
+        hi.append(0.0 if high is None else max(0.0, high - v))
     fig, ax = plt.subplots(figsize=(max(3.5, 0.8 * len(names) + 1.5), 3.4), dpi=100)
     if names:
         ax.bar(names, values, yerr=[lo, hi], color="#2a7ae2", capsize=3)
@@ -86,6 +109,7 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+@_plain_text
 def diversity_accuracy_png(points, diversity_name: str = "Self-CIDEr diversity", accuracy_name: str = "accuracy (CIDEr-D)") -> bytes:
     """PNG scatter of diversity (x) against accuracy (y), one labelled point per system
     (Wang & Chan 2019, Fig. 4).
@@ -105,6 +129,7 @@ def diversity_accuracy_png(points, diversity_name: str = "Self-CIDEr diversity",
     return _png(fig)
 
 
+@_plain_text
 def f_score_bars_png(names, values, beta2: float) -> bytes:
     """PNG bars of the F-score per system (Wang & Chan 2019, Sec. 5; beta^2 weights diversity).
 
@@ -122,6 +147,7 @@ def f_score_bars_png(names, values, beta2: float) -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def vocabulary_png(curves) -> bytes:
     """PNG with two panels: vocabulary size per system (bars) and word-frequency curves (frequency of
     the r-th most frequent word against r, log-log; Wang & Chan 2019, Figs. 2-3).
@@ -143,6 +169,7 @@ def vocabulary_png(curves) -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def radar_png(coordinates, labels, title: str = "") -> bytes:
     """PNG radar chart: each caption (one polygon) on the k strongest latent semantics (axes)
     (Wang & Chan 2019, appendix visualisation).
@@ -172,6 +199,7 @@ def radar_png(coordinates, labels, title: str = "") -> bytes:
     return buf.getvalue()
 
 
+@_plain_text
 def mds_png(coordinates, groups, title: str = "") -> bytes:
     """PNG map of captions in 2-D (multidimensional scaling of caption similarities; Wang & Chan
     2019, Fig. 9), coloured by system.
@@ -191,6 +219,7 @@ def mds_png(coordinates, groups, title: str = "") -> bytes:
     return _png(fig)
 
 
+@_plain_text
 def benchmark_bars_png(entries: list[dict], statistic_label: str, ceiling: dict | None, title: str = "", ceiling_note: str = "") -> bytes:
     """PNG bar chart of one benchmark: a metric per bar with its 95% bootstrap interval, bars
     labelled with their significance-cluster rank, and the human ceiling as a red line with its
@@ -234,6 +263,7 @@ def benchmark_bars_png(entries: list[dict], statistic_label: str, ceiling: dict 
     return buf.getvalue()
 
 
+@_plain_text
 def p_value_heatmap_png(names: list[str], p_values: list[list], alpha: float, title: str = "") -> bytes:
     """PNG heat map of the pairwise significance matrix (row metric better than column metric):
     cells with p < alpha are dark; numbers printed in each cell. names in rank order."""

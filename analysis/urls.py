@@ -1,6 +1,24 @@
-from django.urls import path
+from urllib.parse import quote, unquote
+
+from django.urls import path, register_converter
 
 from . import benchmark_views, diversity_views, views
+
+
+class KeyConverter:
+    """Any text as one path segment: an image key or system name may contain ``/`` (``</b>``), so
+    it is percent-encoded once more than usual when a URL is built and decoded once when matched."""
+
+    regex = "[^/]+"
+
+    def to_python(self, value: str) -> str:
+        return unquote(value)
+
+    def to_url(self, value: str) -> str:
+        return quote(str(value), safe="")
+
+
+register_converter(KeyConverter, "key")
 
 app_name = "analysis"
 urlpatterns = [
@@ -24,7 +42,7 @@ urlpatterns = [
     path("datasets/<slug:name>/diversity/scatter.png", diversity_views.scatter_png, name="diversity-scatter"),
     path("datasets/<slug:name>/diversity/f-score.png", diversity_views.f_score_png, name="diversity-fscore"),
     path("datasets/<slug:name>/diversity/vocabulary.png", diversity_views.vocabulary_png, name="diversity-vocabulary"),
-    path("datasets/<slug:name>/images/<str:key>/", diversity_views.image_page, name="image"),
-    path("datasets/<slug:name>/images/<str:key>/mds.png", diversity_views.mds_png, name="image-mds"),
-    path("datasets/<slug:name>/images/<str:key>/radar/<str:system>.png", diversity_views.radar_png, name="image-radar"),
+    path("datasets/<slug:name>/images/<key:key>/", diversity_views.image_page, name="image"),
+    path("datasets/<slug:name>/images/<key:key>/mds.png", diversity_views.mds_png, name="image-mds"),
+    path("datasets/<slug:name>/images/<key:key>/radar/<key:system>.png", diversity_views.radar_png, name="image-radar"),
 ]

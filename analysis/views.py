@@ -1,12 +1,11 @@
 """The dashboard: datasets, live metric-run progress, correlation tables, scatter plots, downloads."""
-import csv
-
 from django.core.cache import cache
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
+from evalsite import csvsafe
 from metrics.models import MetricRun
 from metrics.uploads import is_upload_key
 from metrics.scorers.registry import LEXICAL_MEASURES, METRICS, UNAVAILABLE
@@ -108,7 +107,7 @@ def report_csv(request, name):
     dataset, report = _report_or_404(name, request.GET.get("weighting"))
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{dataset.name}-correlations.csv"'
-    writer = csv.writer(response)
+    writer = csvsafe.writer(response)
     for row in report_csv_rows(report):
         writer.writerow(["" if v is None else v for v in row])
     return response

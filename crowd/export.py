@@ -4,13 +4,15 @@ the worker, the value, timings, the presentation order and the template version,
 Every submitted assignment is exported, including gold items, late and uncounted ones (the
 ``counted``, ``late``, ``gold`` and ``gold_correct`` columns say which are which), so nothing the
 workers did is invisible. CSV cells that are text starting with ``= + - @`` (or tab / CR) get a
-leading apostrophe so spreadsheet programs do not run them as formulas (OWASP "CSV injection").
+leading apostrophe so spreadsheet programs do not run them as formulas (OWASP "CSV injection", see
+:mod:`evalsite.csvsafe`); plain numbers are left as they are.
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
+
+from evalsite import csvsafe
 
 from .kinds import get_kind
 from .models import Assignment
@@ -45,24 +47,21 @@ def rows(campaign):
             yield base | {"unit": u.key, "criterion": u.criterion, "value": u.value}
 
 
-def safe_cell(value):
-    """A CSV cell: text starting with = + - @ tab or CR gets a leading apostrophe (formula
-    injection); lists and dicts become compact JSON; None becomes empty."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
+def _cell(value):
+    """A CSV cell before neutralising: lists and dicts become compact JSON, None becomes empty."""
     if isinstance(value, (dict, list)):
         return json.dumps(value, separators=(",", ":"))
-    if value is None:
-        return ""
-    return value
+    return "" if value is None else value
 
 
 def to_csv(campaign) -> str:
+    """The long-format export as CSV text (header :data:`COLUMNS`, one row per :func:`rows` entry;
+    formula-like text neutralised by :mod:`evalsite.csvsafe`)."""
     buf = io.StringIO()
-    writer = csv.writer(buf)
+    writer = csvsafe.writer(buf)
     writer.writerow(COLUMNS)
     for r in rows(campaign):
-        writer.writerow([safe_cell(r[c]) for c in COLUMNS])
+        writer.writerow([_cell(r[c]) for c in COLUMNS])
     return buf.getvalue()
 
 

@@ -15,6 +15,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.template.loader import render_to_string
@@ -107,6 +108,7 @@ def html_document(campaign: Campaign, item: Item, order: dict, environment: str)
         "kind_template": spec.template, "item": item, "order_json": json.dumps(order, sort_keys=True),
         "marker": item_marker(item.pk), "data": {},
         "default_submit": WORKER_SITES[environment] + "/mturk/externalSubmit",
+        "submit_origins": sorted({WORKER_SITES[environment], *settings.MTURK_SUBMIT_ORIGINS}),
     })
 
 

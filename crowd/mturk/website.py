@@ -5,7 +5,11 @@ layout" / source view) with ``${column}`` placeholders, and an input CSV with on
 ``batch_id``, ``item_key``, ``order`` (the presentation order baked into the row), ``image_key``,
 ``image_url`` and ``task_html`` (the item's question rendered by the kind's template, HTML-escaped
 text inside). MTurk substitutes column values into the layout as they are, so the HTML in
-``task_html`` is rendered and every caption in it is already escaped by our templates.
+``task_html`` is rendered and every caption in it is already escaped by our templates; ``image_key``
+and ``image_url`` are written HTML-escaped for the same reason (they land in attributes), and
+``item_key`` is not used in the layout (it only comes back in the results). Text cells a spreadsheet
+would run as formulas get a leading quote (:mod:`evalsite.csvsafe`); the import removes it again
+from the ``Input.*`` columns, which echo this file, so ids round-trip exactly.
 
 Import (:func:`import_results`): the batch results CSV MTurk lets you download (HITId,
 AssignmentId, WorkerId, AssignmentStatus, WorkTimeInSeconds, Input.<column>, Answer.<field>).
@@ -24,6 +28,9 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 from django.template.loader import render_to_string
+from django.utils.html import escape
+
+from evalsite import csvsafe
 
 from crowd.kinds import AnswerError, get_kind
 from crowd.models import Assignment, Campaign, MTurkBatch, MTurkSync
@@ -54,15 +61,16 @@ def input_rows(batch: MTurkBatch) -> list[dict]:
         p = hit.item.payload
         rows.append({
             "batch_id": batch.batch_id, "item_key": hit.item.key, "order": json.dumps(hit.order, sort_keys=True),
-            "image_key": p.get("image_key", ""), "image_url": p.get("image_url", ""),
+            "image_key": escape(p.get("image_key", "")), "image_url": escape(p.get("image_url", "")),
             "task_html": " ".join(task_html(batch.campaign, hit.item, hit.order).split()),
         })
     return rows
 
 
 def input_csv(batch: MTurkBatch) -> str:
+    """The batch's input CSV (header :data:`INPUT_COLUMNS`, one row per HIT; formulas neutralised)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=INPUT_COLUMNS, lineterminator="\n")
+    writer = csvsafe.DictWriter(out, fieldnames=INPUT_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(input_rows(batch))
     return out.getvalue()
@@ -108,6 +116,10 @@ def _read(data) -> tuple[list[str], list[dict]]:
         rows = list(reader)
     except csv.Error as exc:
         raise ValueError(f"the file is not valid CSV: {exc}") from None
+    for row in rows:  # Input.* echo our input CSV: undo its formula-neutralising quotes
+        for k, v in row.items():
+            if isinstance(k, str) and k.startswith("Input.") and isinstance(v, str):
+                row[k] = csvsafe.restore(v)
     return list(reader.fieldnames or []), rows
 
 

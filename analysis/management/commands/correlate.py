@@ -6,7 +6,6 @@ significance clusters (the benchmark report, :func:`analysis.benchmarks.benchmar
 is printed; ``--compare`` prints the matrix of every metric on every benchmark. ``--json`` keeps the
 earlier item-level report (:func:`analysis.reports.correlation_report`) for scripts that parse it.
 """
-import csv
 import io
 import json
 
@@ -25,6 +24,7 @@ from analysis.benchmarks import (
 )
 from analysis.reports import DEFAULT_RESAMPLES, ReportError, correlation_report
 from analysis.statistics import STATISTICS
+from evalsite import csvsafe
 from metrics.pipeline import PipelineError
 from metrics.scorers.registry import METRICS
 
@@ -138,8 +138,9 @@ def format_comparison(matrix: dict) -> str:
 
 
 def _csv(rows) -> str:
+    """CSV text of ``rows`` (None as empty; formula-like text neutralised, numbers unchanged)."""
     buf = io.StringIO()
-    writer = csv.writer(buf)
+    writer = csvsafe.writer(buf)
     for row in rows:
         writer.writerow(["" if v is None else v for v in row])
     return buf.getvalue()
