@@ -58,22 +58,43 @@ class SimulationResult:
 
 
 class HttpTransport:
-    """HTTP against a live server with ``requests`` (cookies kept per rater)."""
+    """HTTP against a live server with ``requests`` (cookies kept per rater).
 
-    def __init__(self, base_url: str):
+    An answer 503 (database restarting) or 429 (rate limit) with ``Retry-After`` is retried with
+    the same request after the delay it asks for (at most 30 s), up to ``retries`` times, as a
+    patient person would; a submission carries its idempotency key, so a retry never stores an
+    answer twice. ``retried`` counts the retries; ``log``, if a list, receives every
+    ``requests.Response`` (retried ones included). ``timeout``: seconds per request.
+    """
+
+    RETRYABLE = (429, 503)
+
+    def __init__(self, base_url: str, *, retries: int = 5, timeout: float = 60, log: list | None = None):
         import requests
 
         self.base = base_url.rstrip("/")
         self.session = requests.Session()
+        self.retries, self.timeout, self.log, self.retried = retries, timeout, log, 0
+
+    def _send(self, method, path, data=None):
+        headers = {"Referer": self.base + path} if method == "POST" else {}
+        for attempt in range(self.retries + 1):
+            r = self.session.request(method, self.base + path, data=data, headers=headers, allow_redirects=False,
+                                     timeout=self.timeout)
+            if self.log is not None:
+                self.log.append(r)
+            wait = r.headers.get("Retry-After", "")
+            if r.status_code not in self.RETRYABLE or not wait.isdigit() or attempt == self.retries:
+                break
+            self.retried += 1
+            time.sleep(min(int(wait), 30))
+        return r.status_code, r.headers.get("Location", ""), r.text
 
     def get(self, path):
-        r = self.session.get(self.base + path, allow_redirects=False, timeout=60)
-        return r.status_code, r.headers.get("Location", ""), r.text
+        return self._send("GET", path)
 
     def post(self, path, data):
-        r = self.session.post(self.base + path, data=data, allow_redirects=False, timeout=60,
-                              headers={"Referer": self.base + path})
-        return r.status_code, r.headers.get("Location", ""), r.text
+        return self._send("POST", path, data)
 
 
 class ClientTransport:
@@ -248,5 +269,8 @@ def simulate(
         after = Assignment.objects.filter(campaign=campaign, state__in=Assignment.DONE_STATES).count()
         if after == before:
             break
+    retried = sum(getattr(t, "retried", 0) for t in transports)
+    if retried:
+        result.counts["retried"] = retried
     result.seconds = time.monotonic() - started
     return result

@@ -125,9 +125,23 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None  # progress and results live in the database, not in Celery
-# `celery -A evalsite beat` runs these; expired assignments give their slot back to the pool.
+# Broker outages: a publish gives up within seconds instead of hanging (a broker that stopped
+# answering would block it forever); the metric run stays pending and workers resume it when they
+# reconnect (evalsite/celery.py, metrics.pipeline.resume_runs). A killed worker's messages come
+# back after the visibility timeout (seconds; must exceed the longest task).
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True  # they cannot be acked: redone later
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "1800")),
+    "socket_connect_timeout": 3, "socket_timeout": 5,
+}
+# `celery -A evalsite beat` runs these; expired assignments give their slot back to the pool;
+# unfinished metric runs are queued again (a no-op for units already scored).
 CELERY_BEAT_SCHEDULE = {
     "expire-assignments": {"task": "crowd.expire_assignments", "schedule": 60.0},
+    "resume-metric-runs": {"task": "metrics.resume_runs", "schedule": 300.0, "options": {"expires": 290}},
     "collect-mturk": {"task": "crowd.collect_mturk", "schedule": float(os.environ.get("MTURK_COLLECT_SECONDS", "300"))},
 }
 

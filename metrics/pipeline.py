@@ -1,17 +1,18 @@
 """Planning and executing metric runs over a dataset (the Django side of :mod:`metrics.scorers`).
 
 ``plan_runs`` validates a request and gets or creates one :class:`MetricRun` per metric;
-``start`` queues a run's work on Celery; the tasks in :mod:`metrics.tasks` call
-``tokenize_dataset``, ``missing_units`` and ``score_units``. A run's *units* follow its metric's
-level: caption ids (caption-level metrics), ``[image id, system id]`` caption sets (set level, every
-system including the references) or system ids (system level). Every write is idempotent: scores are
-unique per (run, unit) and inserted with conflicts ignored, tokenisations likewise, so a retried or
-duplicated chunk never duplicates a score.
+``start`` queues a run's work on Celery and ``resume_runs`` queues unfinished runs again; the
+tasks in :mod:`metrics.tasks` call ``tokenize_dataset``, ``missing_units`` and ``score_units``. A
+run's *units* follow its metric's level: caption ids (caption-level metrics), ``[image id, system
+id]`` caption sets (set level, every system including the references) or system ids (system
+level). Every write is idempotent: scores are unique per (run, unit) and inserted with conflicts
+ignored, tokenisations likewise, so a retried or duplicated chunk never duplicates a score.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from .scorers.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, ptb_tokenize
 from .signals import run_progress
 
 TOKENIZER = f"{TOKENIZER_NAME}/{TOKENIZER_VERSION}"
+log = logging.getLogger("metrics.pipeline")
 
 
 class PipelineError(ValueError):
@@ -225,15 +227,71 @@ def units_of(dataset: Dataset, metric: str) -> list:
     return list(System.objects.filter(dataset=dataset).order_by("id").values_list("id", flat=True))
 
 
-def start(run: MetricRun) -> None:
-    """Queue the run on Celery (in-process when no broker is configured) unless it is done."""
+def start(run: MetricRun) -> bool:
+    """Queue the run on Celery (in-process when no broker is configured) unless it is done.
+
+    Returns True when the run was queued (or, in-process, computed). Returns False when the broker
+    could not be reached within the publish limits of ``CELERY_BROKER_TRANSPORT_OPTIONS`` and
+    ``CELERY_TASK_PUBLISH_RETRY_POLICY`` (seconds, never minutes): the run is then left ``pending``
+    (recorded, not started) and the workers start it when they (re)connect to the broker
+    (:func:`resume_runs`). Other errors propagate."""
+    from kombu.exceptions import OperationalError as BrokerUnavailable
+
     from .tasks import start_run
 
-    if run.status == MetricRun.DONE and run.completed >= run.total:
-        return
-    MetricRun.objects.filter(pk=run.pk).update(status=MetricRun.RUNNING, error="", finished_at=None)
-    MetricRun.objects.filter(pk=run.pk, started_at__isnull=True).update(started_at=timezone.now())
-    start_run.delay(run.pk)
+    if not MetricRun.objects.filter(pk=run.pk).exclude(status=MetricRun.DONE).update(
+        status=MetricRun.RUNNING, error="", finished_at=None
+    ):
+        return True  # done (perhaps since ``run`` was read)
+    stamped = MetricRun.objects.filter(pk=run.pk, started_at__isnull=True).update(started_at=timezone.now())
+    try:
+        start_run.delay(run.pk)
+    except BrokerUnavailable as exc:
+        log.warning("broker unreachable, metric run %s left pending: %s", run.pk, exc)
+        undo = {"status": MetricRun.PENDING} | ({"started_at": None} if stamped else {})
+        MetricRun.objects.filter(pk=run.pk, status=MetricRun.RUNNING).update(**undo)
+        return False
+    return True
+
+
+def start_runs(runs: Sequence[MetricRun]) -> list[MetricRun]:
+    """:func:`start` each run; returns the runs left ``pending`` because the broker is unreachable.
+
+    After the first failed publish the other runs are not tried (each try can take seconds) but
+    recorded as pending too, so the workers start them all once the broker is back. An in-process
+    run whose task fails for good is marked failed with the error."""
+    pending: list[MetricRun] = []
+    for run in runs:
+        if pending:
+            MetricRun.objects.filter(pk=run.pk).exclude(status=MetricRun.DONE).update(
+                status=MetricRun.PENDING, error="", finished_at=None)
+            pending.append(run)
+            continue
+        try:
+            if not start(run):
+                pending.append(run)
+        except Exception as exc:  # noqa: BLE001 - in-process run: the task's final error lands here
+            mark_failed(run.pk, f"{type(exc).__name__}: {exc}")
+    return pending
+
+
+def resume_runs() -> list[int]:
+    """Queue every unfinished run again (``pending`` or ``running``, i.e. neither done nor failed);
+    returns the ids of those queued (none when the broker is unreachable: they stay pending).
+
+    Workers call this each time they connect to the broker (:mod:`evalsite.celery`), and Celery beat
+    every five minutes: a run recorded while the broker was down, or whose chunks were lost with a
+    killed worker (a SIGKILLed worker's messages stay unacknowledged until the broker's visibility
+    timeout), then completes without anyone running ``compute_metrics`` again. A run whose chunks
+    are still queued or in progress is harmlessly queued once more: ``start_run`` dispatches only
+    units without a score, and scores are unique per (run, unit) and written with conflicts
+    ignored, so a repeated chunk finds its units done and never duplicates a score."""
+    runs = list(MetricRun.objects.filter(status__in=(MetricRun.PENDING, MetricRun.RUNNING)).order_by("pk"))
+    pending = {r.pk for r in start_runs(runs)}
+    resumed = [r.pk for r in runs if r.pk not in pending]
+    if resumed:
+        log.info("resumed unfinished metric runs %s", resumed)
+    return resumed
 
 
 def tokenize_dataset(dataset: Dataset, batch_size: int = 20000) -> int:

@@ -5,9 +5,12 @@ run's unscored units (captions, caption sets or systems, by the metric's level) 
 ``score_chunk`` tasks of ``METRICS_CHUNK_SIZE`` units. A chunk
 that raises is retried (``max_retries`` times, with back-off); one that still fails marks the run
 ``failed`` with the error, and re-running ``compute_metrics`` resumes with only the missing
-units. Tasks are acknowledged late, so a chunk whose worker dies is delivered again.
+units. Tasks are acknowledged late, so a chunk whose worker dies is delivered again; with Redis
+that happens only after the broker's visibility timeout, so ``resume_runs`` (queued by every
+worker when it connects to the broker, and by Celery beat) re-dispatches unfinished runs sooner.
 """
 from celery import shared_task
+from kombu.exceptions import ChannelError
 
 from .models import MetricRun
 from . import pipeline
@@ -49,3 +52,30 @@ def score_chunk(self, run_id: int, units: list) -> int:
         _retry_or_fail(self, run_id, exc)
     pipeline.report_progress(run)
     return created
+
+
+#: how often ``resume_runs`` may put itself back at the end of the queue before acting anyway
+MAX_DEFERRALS = 100
+
+
+def _waiting(app) -> int:
+    """Messages waiting in the default queue (not counting those already delivered to workers)."""
+    with app.connection_for_write() as conn:
+        try:
+            return conn.default_channel.queue_declare(queue=app.conf.task_default_queue, passive=True).message_count
+        except ChannelError:  # no such queue: with Redis, an empty queue does not exist
+            return 0
+
+
+@shared_task(bind=True, name="metrics.resume_runs")
+def resume_runs(self, deferrals: int = 0) -> list[int]:
+    """Queue every unfinished metric run again (:func:`metrics.pipeline.resume_runs`); returns their ids.
+
+    While other messages wait in the queue (say the chunks of a run that was just started) the task
+    puts itself back at the end of the queue instead, at most ``MAX_DEFERRALS`` times: by the time it
+    acts, every chunk queued before it has been delivered, so it re-dispatches what was lost (and
+    what is still being computed), not the whole run a second time."""
+    if deferrals < MAX_DEFERRALS and _waiting(self.app):
+        resume_runs.apply_async(kwargs={"deferrals": deferrals + 1})
+        return []
+    return pipeline.resume_runs()

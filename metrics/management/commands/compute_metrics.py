@@ -1,7 +1,9 @@
 """``manage.py compute_metrics --dataset <name> [--metric M ...] [--m N] [--vectors FILE] [--wait]``.
 
 Queues one metric run per metric on Celery and, with ``--wait`` (or when tasks run in-process
-because no broker is configured), shows a progress bar until every run is done or failed.
+because no broker is configured), shows a progress bar until every run is done or failed. When the
+broker is unreachable the command says so within seconds and leaves the runs recorded as queued
+(``pending``); workers start them when they connect to the broker again.
 """
 import time
 
@@ -72,15 +74,21 @@ class Command(BaseCommand):
 
         run_progress.connect(on_progress, weak=False)
         try:
-            for run in todo:
-                try:
-                    pipeline.start(run)
-                except Exception as exc:  # in-process run: the task's final error lands here
-                    pipeline.mark_failed(run.pk, f"{type(exc).__name__}: {exc}")
+            pending = pipeline.start_runs(todo)
+            if pending:
+                bar.clear()
+                ids = ", ".join(str(r.pk) for r in pending)
+                self.stdout.write(self.style.WARNING(
+                    f"the message broker (CELERY_BROKER_URL) is unreachable: {len(pending)} metric run(s) (ids {ids}) "
+                    "recorded as queued; they will start when the broker is back and a worker connects "
+                    "(workers resume unfinished runs), no need to run this command again"))
             if not eager and not wait:
                 bar.close()
-                ids = ", ".join(str(r.pk) for r in todo)
-                self.stdout.write(f"queued {len(todo)} metric run(s) (ids {ids}); follow them on the dashboard or use --wait")
+                queued = [r for r in todo if r not in pending]
+                if queued:
+                    ids = ", ".join(str(r.pk) for r in queued)
+                    self.stdout.write(
+                        f"queued {len(queued)} metric run(s) (ids {ids}); follow them on the dashboard or use --wait")
                 return
             if not eager:
                 self._poll(todo, bar, timeout)
