@@ -90,6 +90,10 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Wait for a writer instead of failing at once when the web server and a task overlap.
     DATABASES["default"]["OPTIONS"] = {"timeout": 30}
+else:
+    # A database host that drops packets must not hang a request until gunicorn kills the worker:
+    # give up connecting after a few seconds (the request then answers 503 + Retry-After).
+    DATABASES["default"]["OPTIONS"] = {"connect_timeout": int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5"))}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -104,7 +108,7 @@ STATIC_ROOT = VAR_DIR / "static"
 # Shared cache (rate limits). A cache that is down never blocks a rater: limits then fail open.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"],
+        {"BACKEND": "evalsite.cache.FailOpenRedisCache", "LOCATION": os.environ["CACHE_URL"],
          "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2}}
         if os.environ.get("CACHE_URL")
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "captioneval"}
