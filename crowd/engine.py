@@ -370,6 +370,11 @@ class SubmitResult:
     counted: bool
 
 
+def _text(value) -> str:
+    """Free text from a form, storable in PostgreSQL (which refuses NUL characters in text)."""
+    return str(value or "").replace("\x00", "")
+
+
 def _locked_assignment(assignment_id, worker: Worker) -> Assignment:
     try:
         a = Assignment.objects.select_for_update(of=("self",)).select_related("item", "campaign", "worker").get(pk=assignment_id)
@@ -393,6 +398,7 @@ def submit(
     """
     spec = None
     now = submitted_at or timezone.now()
+    submit_key = _text(submit_key)[:64]
     with transaction.atomic():
         a = _locked_assignment(assignment_id, worker)
         if item_id is not None and str(item_id) != str(a.item_id):
@@ -433,7 +439,7 @@ def submit(
                 _took_slot(a.item_id, free)
         a.state = Assignment.SUBMITTED
         a.submitted_at, a.late, a.counted, a.answer = now, late, counted, answer
-        a.submit_key = submit_key[:64]
+        a.submit_key = submit_key
         a.work_seconds = (now - a.accepted_at).total_seconds()
         if a.item.is_gold:
             a.gold_correct = spec.check_gold(answer, a.item.gold)
@@ -456,7 +462,7 @@ def return_assignment(assignment_id, worker: Worker, reason: str = "") -> Assign
             raise Conflict(f"only an accepted task can be returned; this one is {a.state}", "not-active")
         if a.slot is not None:
             _reopen([a.item_id])
-        a.state, a.slot, a.return_reason = Assignment.RETURNED, None, reason.strip()[:1000]
+        a.state, a.slot, a.return_reason = Assignment.RETURNED, None, _text(reason).strip()[:1000]
         a.save(update_fields=["state", "slot", "return_reason"])
     return a
 

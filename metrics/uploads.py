@@ -112,6 +112,8 @@ def metric_key(name: str) -> str:
     name = name.strip()
     if len(name) > 100:
         raise UploadError("the metric name is longer than 100 characters")
+    if "\x00" in name:
+        raise UploadError("the metric name contains a NUL character (U+0000)")
     slug = slugify(name).replace("-", "_").strip("_")
     if not slug:
         raise UploadError(f"the metric name {name!r} has no letters or digits to make a key from")
@@ -324,6 +326,8 @@ def upload_scores(
         raise UploadError(f"higher must be 'better' or 'worse', got {higher!r}")
     content, read_name = _read(path_or_fileobj)
     file_name = os.path.basename(filename) if filename else read_name
+    if "\x00" in file_name:
+        raise UploadError("the file name contains a NUL character (U+0000); rename the file")
     sha = hashlib.sha256(content).hexdigest()
     parsed = _parse(dataset, _decode(content))
     params = {"kind": KIND, "name": name, "higher": higher, "file": file_name, "sha256": sha, "rows": len(parsed.scores)}

@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import re
+import reprlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,33 +32,56 @@ from django.db import transaction
 
 from crowd.models import Caption, Dataset, Image, ObjectLabel, System
 
-from .base import DatasetExistsError, DatasetFormatError, ImportSummary
+from .base import (
+    MAX_KEY_CHARS,
+    DatasetExistsError,
+    DatasetFormatError,
+    ImportSummary,
+    check_text,
+    decode_text,
+)
 
 _COCO_FILE = re.compile(r"^(?:.*/)?COCO_[A-Za-z]+\d*_0*(\d+)\.(?:jpg|jpeg|png)$", re.IGNORECASE)
-_MAX_CAPTION = 5000
 _MAX_LABEL = 100
+_MAX_COUNT = 2**31 - 1  # ObjectLabel.count
+_NAME = re.compile(r"[-A-Za-z0-9_.+]{1,100}")
 
 
 def image_key(value, path: Path, where: str) -> str:
-    """Normalise an image id: an int, a digit string or a COCO file name -> the decimal id; other
-    strings are kept (stripped). Raises DatasetFormatError for anything else."""
+    """Normalise an image id: an int, an ASCII digit string or a COCO file name -> the decimal id;
+    other strings are kept (stripped). Raises DatasetFormatError for anything else (floats, lists,
+    objects, negative numbers, ids longer than 255 characters, NUL characters)."""
     if isinstance(value, bool) or value is None:
         raise DatasetFormatError(path, f"{where}: image_id must be an integer or a string, got {value!r}")
     if isinstance(value, int):
         if value < 0:
             raise DatasetFormatError(path, f"{where}: negative image_id {value}")
+        if value.bit_length() > 840:  # more than 255 decimal digits
+            raise DatasetFormatError(path, f"{where}: image_id longer than {MAX_KEY_CHARS} digits")
         return str(value)
     if isinstance(value, str) and value.strip():
         text = value.strip()
+        if len(text) > MAX_KEY_CHARS:
+            raise DatasetFormatError(path, f"{where}: image_id longer than {MAX_KEY_CHARS} characters")
         m = _COCO_FILE.match(text)
         if m:
             return str(int(m.group(1)))
-        if text.isdigit():
+        if text.isascii() and text.isdigit():
             return str(int(text))
-        if len(text) > 255:
-            raise DatasetFormatError(path, f"{where}: image_id longer than 255 characters")
-        return text
-    raise DatasetFormatError(path, f"{where}: image_id must be an integer or a string, got {value!r}")
+        return check_text(text, path, f"{where}: image_id")
+    raise DatasetFormatError(path, f"{where}: image_id must be an integer or a string, got {reprlib.repr(value)}")
+
+
+def _annotation_id(value, path: Path, where: str) -> str:
+    """An annotation id (an integer or a non-empty string of at most 255 characters) as a caption key."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() <= 840:
+        return str(value)
+    if isinstance(value, str) and value.strip() and len(value) <= MAX_KEY_CHARS:
+        return check_text(value, path, f"{where}: id")
+    raise DatasetFormatError(
+        path, f"{where}: id must be an integer or a non-empty string of at most {MAX_KEY_CHARS} characters, "
+        f"got {reprlib.repr(value)}"
+    )
 
 
 def _caption(value, path: Path, where: str) -> str:
@@ -66,22 +90,25 @@ def _caption(value, path: Path, where: str) -> str:
     text = " ".join(value.split())
     if not text:
         raise DatasetFormatError(path, f"{where}: empty caption")
-    if len(text) > _MAX_CAPTION:
-        raise DatasetFormatError(path, f"{where}: caption longer than {_MAX_CAPTION} characters")
-    return text
+    return check_text(text, path, f"{where}: caption")
+
+
+def parse_json(path: Path, text: str, line: int | None = None):
+    """``json.loads(text)``; DatasetFormatError (naming ``path`` and the line) for invalid JSON, an
+    integer of more than 4,300 digits or nesting too deep for the parser."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetFormatError(path, f"not valid JSON: {exc.msg}", line or exc.lineno) from None
+    except (ValueError, RecursionError) as exc:
+        raise DatasetFormatError(path, f"not valid JSON: {type(exc).__name__}: {exc}", line) from None
 
 
 def _load_json(path: Path):
     path = Path(path)
     if not path.is_file():
         raise DatasetFormatError(path, "file not found")
-    data = path.read_bytes()
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DatasetFormatError(path, f"not valid UTF-8 ({exc.reason})", data[: exc.start].count(b"\n") + 1) from None
-    except json.JSONDecodeError as exc:
-        raise DatasetFormatError(path, f"not valid JSON: {exc.msg}", exc.lineno) from None
+    return parse_json(path, decode_text(path, path.read_bytes()))
 
 
 def read_coco_annotations(path: Path | str) -> tuple[dict[str, str], dict[str, list[tuple[str, str]]]]:
@@ -114,7 +141,7 @@ def read_coco_annotations(path: Path | str) -> tuple[dict[str, str], dict[str, l
         key = image_key(ann["image_id"], path, where)
         if listed is not None and key not in images:
             raise DatasetFormatError(path, f"{where}: image_id {key} is not in \"images\"")
-        ann_id = str(ann.get("id", f"{key}-{len(captions[key])}"))
+        ann_id = _annotation_id(ann["id"], path, where) if "id" in ann else f"{key}-{len(captions[key])}"
         if ann_id in seen_ids:
             raise DatasetFormatError(path, f"{where}: duplicate annotation id {ann_id}")
         seen_ids.add(ann_id)
@@ -183,41 +210,41 @@ def read_object_labels(path: Path | str) -> dict[str, Counter]:
     path = Path(path)
     if not path.is_file():
         raise DatasetFormatError(path, "file not found")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DatasetFormatError(path, f"not valid UTF-8 ({exc.reason})", raw[: exc.start].count(b"\n") + 1) from None
+    text = decode_text(path, path.read_bytes())
     out: dict[str, Counter] = defaultdict(Counter)
 
     def add(key, label, count, where):
         if not isinstance(label, str) or not " ".join(label.split()):
             raise DatasetFormatError(path, f"{where}: label must be a non-empty string")
-        label = " ".join(label.lower().split())
-        if len(label) > _MAX_LABEL:
-            raise DatasetFormatError(path, f"{where}: label longer than {_MAX_LABEL} characters")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise DatasetFormatError(path, f"{where}: count must be a positive integer, got {count!r}")
-        out[image_key(key, path, where)][label] += count
+        label = check_text(" ".join(label.lower().split()), path, f"{where}: label", max_chars=_MAX_LABEL)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_COUNT:
+            raise DatasetFormatError(path, f"{where}: count must be a positive integer up to {_MAX_COUNT}, got {reprlib.repr(count)}")
+        bag = out[image_key(key, path, where)]
+        if bag[label] + count > _MAX_COUNT:
+            raise DatasetFormatError(path, f"{where}: the counts of {label!r} add up to more than {_MAX_COUNT}")
+        bag[label] += count
 
     stripped = text.lstrip()
     if stripped.startswith("{") or stripped.startswith("["):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
             data = None
             if stripped.startswith("{"):
                 _read_pope(text, path, add)
                 return _non_empty(out, path)
-            raise DatasetFormatError(path, "not valid JSON") from None
+            parse_json(path, text)  # raises DatasetFormatError with the reason
         if isinstance(data, dict) and "annotations" in data and "categories" in data:
+            if not isinstance(data["categories"], list) or not isinstance(data["annotations"], list):
+                raise DatasetFormatError(path, '"categories" and "annotations" must be lists')
             names = {}
-            for i, c in enumerate(data["categories"] or []):
-                if not isinstance(c, dict) or "id" not in c or "name" not in c:
+            for i, c in enumerate(data["categories"]):
+                if not isinstance(c, dict) or "id" not in c or "name" not in c or not _hashable(c["id"]):
                     raise DatasetFormatError(path, f"categories[{i}]: expected an object with id and name")
                 names[c["id"]] = c["name"]
-            for i, a in enumerate(data["annotations"] or []):
-                if not isinstance(a, dict) or "image_id" not in a or a.get("category_id") not in names:
+            for i, a in enumerate(data["annotations"]):
+                if (not isinstance(a, dict) or "image_id" not in a or not _hashable(a.get("category_id"))
+                        or a.get("category_id") not in names):
                     raise DatasetFormatError(path, f"annotations[{i}]: expected image_id and a known category_id")
                 add(a["image_id"], names[a["category_id"]], 1, f"annotations[{i}]")
         elif isinstance(data, dict) and "question_id" in data:  # a one-line POPE file
@@ -241,19 +268,29 @@ def read_object_labels(path: Path | str) -> dict[str, Counter]:
         else:
             raise DatasetFormatError(path, "unrecognised JSON object-label format")
         return _non_empty(out, path)
-    reader = csv.DictReader(io.StringIO(text))
-    fields = [f.strip().lower() for f in (reader.fieldnames or [])]
-    if "image_id" not in fields or "label" not in fields:
-        raise DatasetFormatError(path, "CSV needs a header with image_id and label (and optionally count)", 1)
-    reader.fieldnames = fields
-    for line, row in enumerate(reader, start=2):
-        count = row.get("count")
-        try:
-            count = 1 if count in (None, "") else int(count)
-        except ValueError:
-            raise DatasetFormatError(path, f"count {count!r} is not an integer", line) from None
-        add(row["image_id"], row["label"], count, f"line {line}")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        fields = [f.strip().lower() for f in (reader.fieldnames or [])]
+        if "image_id" not in fields or "label" not in fields:
+            raise DatasetFormatError(path, "CSV needs a header with image_id and label (and optionally count)", 1)
+        reader.fieldnames = fields
+        for row in reader:
+            line = reader.line_num
+            count = row.get("count")
+            try:
+                count = 1 if count in (None, "") else int(count) if count.strip().isascii() else None
+            except ValueError:
+                count = None
+            if count is None:
+                raise DatasetFormatError(path, f"count {reprlib.repr(row.get('count'))} is not an integer", line)
+            add(row["image_id"], row["label"], count, f"line {line}")
+    except csv.Error as exc:
+        raise DatasetFormatError(path, f"not valid CSV ({exc})", reader.line_num or 1) from None
     return _non_empty(out, path)
+
+
+def _hashable(value) -> bool:
+    return isinstance(value, (str, int, float, bool)) or value is None
 
 
 _POPE_Q = re.compile(r"^is there an? (.+?) in the image\??$", re.IGNORECASE)
@@ -263,10 +300,7 @@ def _read_pope(text: str, path: Path, add) -> None:
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise DatasetFormatError(path, f"not valid JSON: {exc.msg}", line) from None
+        row = parse_json(path, raw, line)
         m = _POPE_Q.match(str(row.get("text", "")).strip()) if isinstance(row, dict) else None
         if not m or "image" not in row or row.get("label") not in ("yes", "no"):
             raise DatasetFormatError(path, 'expected a POPE line {"image", "text": "Is there a X in the image?", "label"}', line)
@@ -311,7 +345,13 @@ def import_coco(
     exist with exactly the same captions are left alone ("nothing changed"); a system with different
     captions, or different references, raises DatasetExistsError: import under a new system name.
     Everything is validated first and written in one transaction.
+
+    Raises DatasetFormatError (a file's problem, naming the file and the entry or line),
+    DatasetExistsError, or ValueError for a ``references_name`` that is not 1-100 letters, digits
+    and ``-_.+``.
     """
+    if not isinstance(references_name, str) or not _NAME.fullmatch(references_name):
+        raise ValueError(f"invalid references name {references_name!r}: use 1-100 letters, digits, -_.+")
     refs_images, refs = read_coco_annotations(annotations) if annotations else ({}, {})
     sets_by_system = {}
     for sf in results:

@@ -32,9 +32,11 @@ from django.db import transaction
 
 from ..models import Caption, Dataset, HumanJudgment, Image, System
 from .base import (
+    MAX_KEY_CHARS,
     DatasetFormatError,
     ImportSummary,
     check_existing,
+    check_text,
     fingerprint,
     read_lines,
     refresh_statistics,
@@ -52,6 +54,9 @@ CANDIDATE_SYSTEM = "expert-candidates"
 CROWDFLOWER_SYSTEM = "crowdflower-candidates"
 CROWDFLOWER_CRITERION = "describes"
 PERCENT_TOLERANCE = 1e-6  # the file rounds the fraction to 15 significant digits
+#: Most votes one CrowdFlower pair may have (the file has 3 to 6); each vote is a row, so an absurd
+#: count is refused rather than written a billion times.
+MAX_VOTES_PER_PAIR = 1000
 
 EXPERT_PROTOCOL = {
     "task": "rating",
@@ -89,7 +94,7 @@ CROWDFLOWER_PROTOCOL = {
 
 def _split_caption_id(caption_id: str) -> tuple[str, int] | None:
     image, sep, index = caption_id.rpartition("#")
-    if not sep or not image or not index.isdigit():
+    if not sep or not image or not (index.isascii() and index.isdigit()) or len(caption_id) > MAX_KEY_CHARS:
         return None
     return image, int(index)
 
@@ -98,7 +103,10 @@ def parse_tokens(path: Path) -> dict[str, list[tuple[str, str]]]:
     """Parse ``Flickr8k.token.txt`` into {image key: [(caption id, caption), ...]}.
 
     Raises DatasetFormatError (file, line, problem) for a line without a TAB, a malformed caption
-    id (``<image>#<k>``), an empty caption or a duplicated caption id.
+    id (``<image>#<k>``, at most 255 characters, ``k`` ASCII digits), an empty caption, a caption
+    longer than :data:`~crowd.importers.base.MAX_CAPTION_CHARS` characters, a NUL character or a
+    duplicated caption id. Ids and captions are stripped of surrounding whitespace; the rest of a
+    caption is kept exactly (any Unicode).
     """
     captions: dict[str, list[tuple[str, str]]] = {}
     seen: set[str] = set()
@@ -108,15 +116,20 @@ def parse_tokens(path: Path) -> dict[str, list[tuple[str, str]]]:
         caption_id, sep, text = line.partition("\t")
         if not sep:
             raise DatasetFormatError(path, "expected '<image>#<k> TAB caption', found no TAB", lineno)
-        parsed = _split_caption_id(caption_id.strip())
+        caption_id, text = caption_id.strip(), text.strip()
+        parsed = _split_caption_id(caption_id)
         if parsed is None:
-            raise DatasetFormatError(path, f"malformed caption id {caption_id!r} (expected <image>#<k>)", lineno)
-        if not text.strip():
+            raise DatasetFormatError(
+                path, f"malformed caption id {caption_id[:300]!r} (expected <image>#<k>, at most {MAX_KEY_CHARS} "
+                "characters)", lineno,
+            )
+        if not text:
             raise DatasetFormatError(path, f"empty caption for {caption_id!r}", lineno)
+        check_text(text, path, f"caption of {caption_id!r}", lineno)
         if caption_id in seen:
             raise DatasetFormatError(path, f"duplicate caption id {caption_id!r}", lineno)
         seen.add(caption_id)
-        captions.setdefault(parsed[0], []).append((caption_id.strip(), text.strip()))
+        captions.setdefault(parsed[0], []).append((caption_id, text))
     if not captions:
         raise DatasetFormatError(path, "no captions found")
     return captions
@@ -258,7 +271,8 @@ def parse_crowdflower(path: Path, captions: dict[str, list[tuple[str, str]]], to
 
     Each line is image TAB caption id TAB fraction of yes TAB #yes TAB #no. Raises
     DatasetFormatError (file, line, problem) for a line without five TAB-separated fields, a vote
-    count that is not a non-negative integer, a pair without votes, a fraction that is not a number
+    count that is not a non-negative integer, a pair without votes or with more than
+    :data:`MAX_VOTES_PER_PAIR`, a fraction that is not a number
     or disagrees with #yes / (#yes + #no) by more than 1e-6, an image or caption id missing from the
     token file, a duplicated pair, or a file without pairs.
     """
@@ -276,12 +290,14 @@ def parse_crowdflower(path: Path, captions: dict[str, list[tuple[str, str]]], to
         image, caption_id, raw_fraction, raw_yes, raw_no = (f.strip() for f in fields)
         counts = []
         for label, value in (("#yes", raw_yes), ("#no", raw_no)):
-            if not value.isdigit():
-                raise DatasetFormatError(path, f"{label} {value!r} is not a non-negative integer", lineno)
-            counts.append(int(value))
+            if not (value.isascii() and value.isdigit()):
+                raise DatasetFormatError(path, f"{label} {value[:50]!r} is not a non-negative integer", lineno)
+            counts.append(int(value) if len(value) <= 12 else MAX_VOTES_PER_PAIR + 1)
         n_yes, n_no = counts
         if n_yes + n_no == 0:
             raise DatasetFormatError(path, "a pair without votes (#yes + #no = 0)", lineno)
+        if n_yes + n_no > MAX_VOTES_PER_PAIR:
+            raise DatasetFormatError(path, f"more than {MAX_VOTES_PER_PAIR} votes for one pair", lineno)
         try:
             fraction = float(raw_fraction)
         except ValueError:

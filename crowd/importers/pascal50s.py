@@ -49,9 +49,11 @@ from django.db.models import Count, Q
 
 from ..models import Caption, Dataset, Image, PairwiseJudgment, System
 from .base import (
+    MAX_KEY_CHARS,
     DatasetFormatError,
     ImportSummary,
     check_existing,
+    check_text,
     combined_fingerprint,
     fingerprint,
     refresh_statistics,
@@ -128,15 +130,51 @@ def forced_choice_rows(dataset: Dataset) -> list[tuple[int, int, str, int, int]]
 # --------------------------------------------------------------------------------------------
 
 
-def _loadmat(path: Path) -> dict:
-    if not path.is_file():
-        raise DatasetFormatError(path, "file not found")
+def _try_loadmat(path: str) -> None:
+    """Run ``scipy.io.loadmat(path)`` ignoring Python exceptions (the target of the probe process;
+    a crash there is expected on some corrupt files, so no faulthandler traceback is printed)."""
+    import faulthandler
+
     import scipy.io
 
+    faulthandler.disable()
+
+    try:
+        scipy.io.loadmat(path)
+    except BaseException:  # the caller's own loadmat reports it; only a crash matters here
+        pass
+
+
+def _loadmat(path: Path) -> dict:
+    """``scipy.io.loadmat(path)``; DatasetFormatError naming ``path`` for a missing, unreadable or
+    corrupt file.
+
+    On some corrupt files scipy's compiled reader crashes the process (a segmentation fault, seen
+    with scipy 1.17 on a truncated file with an invalid element type), which a ``try`` cannot
+    catch. So, where ``fork`` exists, the file is first read in a forked probe process: if that
+    process dies, the file is refused; otherwise it is read here (the probe costs one more read,
+    about 0.4 s for the 1 MB ``pascal50S.mat``).
+    """
+    if not path.is_file():
+        raise DatasetFormatError(path, "file not found")
+    import multiprocessing
+
+    import scipy.io
+
+    if "fork" in multiprocessing.get_all_start_methods():
+        probe = multiprocessing.get_context("fork").Process(target=_try_loadmat, args=(str(path),), daemon=True)
+        probe.start()
+        probe.join()
+        if probe.exitcode != 0:
+            raise DatasetFormatError(
+                path, f"not a readable MATLAB .mat file (corrupt: scipy.io.loadmat crashed on it, exit code {probe.exitcode})"
+            )
     try:
         return scipy.io.loadmat(str(path))
-    except MemoryError:
-        raise
+    except MemoryError:  # a corrupt header can declare an array of billions of elements
+        raise DatasetFormatError(
+            path, "not a readable MATLAB .mat file (corrupt: it declares an array too large to load)"
+        ) from None
     except Exception as exc:  # scipy raises MatReadError, ValueError, OSError, IndexError... on bad files
         raise DatasetFormatError(
             path, f"not a readable MATLAB .mat file (truncated or corrupt: {type(exc).__name__}: {exc})"
@@ -151,7 +189,9 @@ def _variable(mat: dict, name: str, path: Path):
 
 
 def _string(value, path: Path, where: str, allow_empty: bool = False) -> str:
-    """A MATLAB char array as loadmat returns it (1-element str array, or an empty array) -> str."""
+    """A MATLAB char array as loadmat returns it (1-element str array, or an empty array) -> str,
+    whitespace-normalised; DatasetFormatError for anything else, an empty text, a NUL character or
+    more than :data:`~crowd.importers.base.MAX_CAPTION_CHARS` characters."""
     if isinstance(value, str):
         text = value
     elif isinstance(value, np.ndarray) and value.dtype.kind == "U" and value.size <= 1:
@@ -161,7 +201,7 @@ def _string(value, path: Path, where: str, allow_empty: bool = False) -> str:
     text = " ".join(text.split())
     if not text and not allow_empty:
         raise DatasetFormatError(path, f"{where}: empty sentence")
-    return text
+    return check_text(text, path, where)
 
 
 def _struct_field(entry, field: str, path: Path, where: str):
@@ -184,7 +224,8 @@ def read_references(path: Path) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for i, entry in enumerate(refs.ravel(), start=1):
         where = f"refs({i})"
-        image = _string(_struct_field(entry, "image", path, where), path, f"{where}.image")
+        image = check_text(_string(_struct_field(entry, "image", path, where), path, f"{where}.image"), path,
+                           f"{where}.image", max_chars=MAX_KEY_CHARS)
         sents = _struct_field(entry, "sent", path, where)
         if not isinstance(sents, np.ndarray) or sents.dtype != object or sents.size == 0:
             raise DatasetFormatError(path, f"{where}.sent: expected a non-empty cell array of sentences")

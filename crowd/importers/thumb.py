@@ -19,15 +19,24 @@ human captions score highest with people and low with most reference-based metri
 """
 from __future__ import annotations
 
-import json
 import math
+import reprlib
 from pathlib import Path
 
 from django.db import transaction
 
 from ..models import Caption, Dataset, HumanJudgment, Image, System
-from .base import DatasetFormatError, ImportSummary, check_existing, fingerprint, read_lines, refresh_statistics
-from .coco import image_key
+from .base import (
+    MAX_KEY_CHARS,
+    DatasetFormatError,
+    ImportSummary,
+    check_existing,
+    check_text,
+    fingerprint,
+    read_lines,
+    refresh_statistics,
+)
+from .coco import image_key, parse_json
 
 JUDGMENTS_FILE = "mscoco_THumB-1.0.jsonl"
 REFERENCES_FILE = "mscoco_references.json"
@@ -69,10 +78,7 @@ def _load_json_lines(path: Path) -> list[tuple[int, dict]]:
     for lineno, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetFormatError(path, f"not valid JSON: {exc.msg}", lineno) from None
+        obj = parse_json(path, line, lineno)
         if not isinstance(obj, dict):
             raise DatasetFormatError(path, "expected a JSON object on each line", lineno)
         out.append((lineno, obj))
@@ -85,18 +91,23 @@ def _number(obj: dict, field: str, path: Path, lineno: int) -> float:
     if field not in obj:
         raise DatasetFormatError(path, f"missing field {field!r}", lineno)
     value = obj[field]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise DatasetFormatError(path, f"{field} must be a finite number, got {value!r}", lineno)
-    return float(value)
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an integer beyond the float range
+        number = math.inf
+    if not math.isfinite(number):
+        raise DatasetFormatError(path, f"{field} must be a finite number, got {reprlib.repr(value)}", lineno)
+    return number
 
 
-def _text(obj: dict, field: str, path: Path, lineno: int) -> str:
+def _text(obj: dict, field: str, path: Path, lineno: int, **limit) -> str:
+    """The whitespace-normalised non-empty string ``obj[field]`` (see :func:`check_text` for ``limit``)."""
     if field not in obj:
         raise DatasetFormatError(path, f"missing field {field!r}", lineno)
     value = obj[field]
     if not isinstance(value, str) or not " ".join(value.split()):
-        raise DatasetFormatError(path, f"{field} must be a non-empty string, got {value!r}", lineno)
-    return " ".join(value.split())
+        raise DatasetFormatError(path, f"{field} must be a non-empty string, got {reprlib.repr(value)}", lineno)
+    return check_text(" ".join(value.split()), path, field, lineno, **limit)
 
 
 def parse_references(path: Path) -> dict[str, tuple[int, list[str]]]:
@@ -119,8 +130,8 @@ def parse_references(path: Path) -> dict[str, tuple[int, list[str]]]:
         clean = []
         for k, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
-                raise DatasetFormatError(path, f"refs[{k}] must be a non-empty string, got {text!r}", lineno)
-            clean.append(" ".join(text.split()))
+                raise DatasetFormatError(path, f"refs[{k}] must be a non-empty string, got {reprlib.repr(text)}", lineno)
+            clean.append(check_text(" ".join(text.split()), path, f"refs[{k}]", lineno))
         if key in refs:
             raise DatasetFormatError(path, f"duplicate seg_id {key}", lineno)
         refs[key] = (set_id, clean)
@@ -131,18 +142,21 @@ def parse_judgments(path: Path, references: dict[str, tuple[int, list[str]]], re
     """Parse ``mscoco_THumB-1.0.jsonl`` into a list of {"line", "image", "set_id", "system", "hyp",
     "human_score", "P", "R"} (file order).
 
-    Checks per line: every field present; P and R in [1, 5]; penalties Fl, Con, Inc <= 0;
+    Checks per line: every field present; SYS at most 100 characters, hyp at most
+    :data:`~crowd.importers.base.MAX_CAPTION_CHARS`, no NUL characters; P and R in [1, 5]; penalties Fl, Con, Inc <= 0;
     human_score = (P + R) / 2 + Fl + Con + Inc (within 1e-6); ``image`` names the same COCO id as
     ``seg_id``; the image has references in ``refs_path`` with the same set_id; no (image, system)
     twice. Raises DatasetFormatError (file, line, problem).
     """
     rows, seen = [], set()
     for lineno, obj in _load_json_lines(path):
-        system = _text(obj, "SYS", path, lineno)
+        system = _text(obj, "SYS", path, lineno, max_chars=100)
         hyp = _text(obj, "hyp", path, lineno)
         if "seg_id" not in obj:
             raise DatasetFormatError(path, "missing field 'seg_id'", lineno)
         key = image_key(obj["seg_id"], path, f"line {lineno}")
+        if len(system) + 1 + len(key) > MAX_KEY_CHARS:
+            raise DatasetFormatError(path, f"SYS and seg_id together exceed the {MAX_KEY_CHARS} characters of a caption key", lineno)
         file_key = image_key(_text(obj, "image", path, lineno), path, f"line {lineno}")
         if file_key != key:
             raise DatasetFormatError(path, f"image {obj['image']!r} is not COCO image {key} (seg_id)", lineno)

@@ -8,8 +8,12 @@ how the item was shown; the screen order is kept on the assignment for position-
 """
 from __future__ import annotations
 
+import functools
 import random
 import re
+import string
+import sys
+import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -56,25 +60,47 @@ class RaterProfile:
     extra: dict = field(default_factory=dict)
 
 
-WORD = re.compile(r"[a-z0-9']+")
+INTEGER = re.compile(r"[+-]?[0-9]{1,15}")
+DECIMAL = re.compile(r"[+-]?(?:[0-9]{1,15}(?:\.[0-9]{0,15})?|\.[0-9]{1,15})(?:[eE][+-]?[0-9]{1,3})?")
+
+
+@functools.cache
+def _word_pattern() -> re.Pattern:
+    """Runs of letters and digits of any script (``[^\\W_]``), combining marks (Unicode category M,
+    e.g. accents, Devanagari vowel signs, Arabic harakat) and apostrophes; on ASCII text exactly the
+    runs of ``[a-z0-9']`` of lower-cased text. Built on first use (scanning the code points takes
+    0.2 s)."""
+    marks, start = [], None
+    for cp in range(sys.maxunicode + 2):
+        is_mark = cp <= sys.maxunicode and unicodedata.category(chr(cp)).startswith("M")
+        if is_mark and start is None:
+            start = cp
+        elif not is_mark and start is not None:
+            marks.append(f"{chr(start)}-{chr(cp - 1)}")
+            start = None
+    return re.compile(r"(?:[^\W_]|['" + "".join(marks) + "])+")
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased word tokens (letters, digits, apostrophes) used by duplicate checks and simulation."""
-    return WORD.findall(text.lower())
+    """Lower-cased word tokens used by duplicate checks and simulation: runs of letters and digits
+    of any script (with their combining marks) and apostrophes, e.g. ``"Ein Mädchen's Rad"`` ->
+    ``["ein", "mädchen's", "rad"]``; ASCII text gives the runs of ``[a-z0-9']``."""
+    return _word_pattern().findall(text.lower())
 
 
 def parse_number(data: Mapping[str, str], name: str, lo: float, hi: float, errors: dict, integer: bool = False):
-    """Read field ``name`` as a number in [lo, hi]; on failure record a message in ``errors``."""
-    raw = (data.get(name) or "").strip()
+    """Read field ``name`` (the last value if posted several times) as a number in [lo, hi]: ASCII
+    digits with an optional sign (and, unless ``integer``, a decimal point and exponent), at most 15
+    digits, surrounding whitespace ignored. On failure record a message in ``errors`` and return
+    None."""
+    raw = str(data.get(name) or "").strip()
     if raw == "":
         errors[name] = "required"
         return None
-    try:
-        value = int(raw) if integer else float(raw)
-    except ValueError:
+    if not (INTEGER if integer else DECIMAL).fullmatch(raw):
         errors[name] = f"{'a whole number' if integer else 'a number'} between {lo:g} and {hi:g} is required"
         return None
+    value = int(raw) if integer else float(raw)
     if not (lo <= value <= hi) or value != value:
         errors[name] = f"must be between {lo:g} and {hi:g}"
         return None
@@ -145,10 +171,30 @@ def default_gold(n_items: int) -> int:
     return max(5, n_items // 20)
 
 
+MAX_URL_TEMPLATE = 2000
+
+
+def check_url_template(url_template: str) -> str:
+    """Return ``url_template`` if it is an image URL template this platform can fill: at most
+    2,000 characters, no NUL, and no placeholder other than a plain ``{key}`` (``{{``/``}}`` are
+    literal braces). Raises CampaignSpecError saying what is wrong (``{0}``, ``{name}``,
+    ``{key.attr}``, ``{key:>9}``, an unmatched brace)."""
+    if len(url_template) > MAX_URL_TEMPLATE or "\x00" in url_template:
+        raise CampaignSpecError(f"the image URL template must have at most {MAX_URL_TEMPLATE} characters and no NUL")
+    try:
+        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(url_template) if f is not None]
+    except ValueError as exc:
+        raise CampaignSpecError(f"the image URL template is not valid ({exc}); use {{key}} for the image key") from None
+    if any(f != ("key", "", None) for f in fields):
+        raise CampaignSpecError("the image URL template may only use the placeholder {key} (write {{ and }} for braces)")
+    return url_template
+
+
 def image_fields(image, url_template: str | None) -> dict:
     """The payload fields that show an image: its id, key and URL (``url_template`` may use
-    ``{key}``; without it, the image's own URL, which may be empty)."""
-    url = url_template.format(key=image.key) if url_template else image.url
+    ``{key}``, see :func:`check_url_template`, which raises CampaignSpecError for another
+    placeholder; without it, the image's own URL, which may be empty)."""
+    url = check_url_template(url_template).format(key=image.key) if url_template else image.url
     return {"image": image.pk, "image_key": image.key, "image_url": url}
 
 

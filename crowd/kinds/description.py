@@ -1,8 +1,9 @@
 """Description collection (seed 004, van Miltenburg et al.'s elicitation instruction "Describe this
 image as if describing it to a friend"): free text, one description per rater and image.
 
-Checks: at least ``min_words`` words (default 5) and at most ``max_chars`` characters (default 500);
-not a duplicate (same words, ignoring case and punctuation) of a caption the image already has or of
+Checks: at least ``min_words`` words (default 5; words of any script, see
+:func:`crowd.kinds.base.words`) and at most ``max_chars`` characters (default 500) after whitespace
+is collapsed; no NUL character (U+0000, which PostgreSQL cannot store); not a duplicate (same words, ignoring case and punctuation) of a caption the image already has or of
 another rater's description. Each counted description becomes a caption of a new human system named
 after the campaign (``campaign-<name>``), which metrics can use as references or as candidates.
 No gold items and no agreement statistic (free text).
@@ -60,14 +61,16 @@ class Description(TaskKind):
         return {"max_chars": MAX_CHARS}
 
     def clean(self, payload, order, data, *, item=None):
-        text = " ".join((data.get("description") or "").split())
+        text = " ".join(str(data.get("description") or "").split())
         options = item.campaign.options if item is not None else {}
         min_words = options.get("min_words", MIN_WORDS)
         max_chars = options.get("max_chars", MAX_CHARS)
-        if len(words(text)) < min_words:
-            raise AnswerError({"description": f"write at least {min_words} words"})
+        if "\x00" in text:
+            raise AnswerError({"description": "the text contains a NUL character (U+0000); remove it"})
         if len(text) > max_chars:
             raise AnswerError({"description": f"at most {max_chars} characters, please"})
+        if len(words(text)) < min_words:
+            raise AnswerError({"description": f"write at least {min_words} words"})
         if item is not None:
             from crowd.models import Caption
 

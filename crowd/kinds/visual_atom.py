@@ -44,13 +44,10 @@ class VisualAtom(TaskKind):
             raise CampaignSpecError("a visual-atom campaign needs atoms: --atoms FILE with rows word,category[,count]")
         items, seen = [], set()
         for n, row in enumerate(atoms, start=1):
-            word, category = str(row[0]).strip().lower(), str(row[1]).strip().lower()
-            if not word or category not in CATEGORIES:
-                raise CampaignSpecError(f"atom {n}: need a word and a category in {', '.join(CATEGORIES)}, got {row!r}")
+            word, category, count = _atom_row(n, row)
             if (word, category) in seen:
                 raise CampaignSpecError(f"atom {n}: {word!r} ({category}) is listed twice")
             seen.add((word, category))
-            count = int(row[2]) if len(row) > 2 and str(row[2]).strip() else None
             alternatives = "|".join(re.escape(form) for form in word_forms(word))
             examples = list(
                 Caption.objects.filter(image__dataset=dataset, text__iregex=rf"\m({alternatives})\M"
@@ -88,6 +85,42 @@ class VisualAtom(TaskKind):
         if rng.random() < profile.noise:
             visual = not visual
         return {"visual": "yes" if visual else "no"}
+
+
+MAX_WORD_CHARS = 80  # the item key "atom-<category>-<word>" has at most 100 characters
+
+
+def _atom_row(n: int, row) -> tuple[str, str, int | None]:
+    """``(word, category, count)`` of the ``n``-th atoms row ``[word, category[, count, ...]]``
+    (word and category stripped and lower-cased, count None when absent or empty). Raises
+    CampaignSpecError naming the row for fewer than 2 cells, an empty word, a word longer than
+    :data:`MAX_WORD_CHARS` or holding a NUL character, an unknown category or a count that is
+    not a non-negative integer of at most 15 digits."""
+    if isinstance(row, (str, bytes)) or not hasattr(row, "__len__") or len(row) < 2:
+        raise CampaignSpecError(f"atom {n}: need a word and a category in {', '.join(CATEGORIES)}, got {str(row)[:100]}")
+    word, category = str(row[0]).strip().lower(), str(row[1]).strip().lower()
+    if not word or category not in CATEGORIES:
+        raise CampaignSpecError(f"atom {n}: need a word and a category in {', '.join(CATEGORIES)}, got {str(row)[:100]}")
+    if len(word) > MAX_WORD_CHARS or "\x00" in word:
+        raise CampaignSpecError(f"atom {n}: the word must have at most {MAX_WORD_CHARS} characters and no NUL character")
+    raw = str(row[2]).strip() if len(row) > 2 and row[2] is not None else ""
+    if raw and not re.fullmatch(r"[0-9]{1,15}", raw):
+        raise CampaignSpecError(f"atom {n}: count must be a non-negative integer, got {raw[:50]!r}")
+    return word, category, int(raw) if raw else None
+
+
+def atoms_text(data: bytes, source: str) -> str:
+    """The text of the atoms CSV file ``source`` from its bytes: UTF-8 (a byte-order mark is
+    dropped). Raises CampaignSpecError naming ``source`` (and the line) for another encoding
+    (UTF-16, Latin-1...) or a NUL character."""
+    from pathlib import Path
+
+    from crowd.importers.base import DatasetFormatError, decode_text
+
+    try:
+        return decode_text(Path(source), data)
+    except DatasetFormatError as exc:
+        raise CampaignSpecError(f"atoms file {exc}") from None
 
 
 def word_forms(lemma: str) -> list[str]:

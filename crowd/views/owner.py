@@ -21,7 +21,9 @@ from analysis.campaigns import campaign_report
 from analysis.plots import correlation_bars_png
 from crowd import engine, export, quality
 from crowd.kinds import KINDS, CampaignSpecError
+from crowd.kinds.visual_atom import atoms_text
 from crowd.models import Campaign, Dataset
+from evalsite import csvsafe
 
 
 def owned_campaign(request, name) -> Campaign:
@@ -42,21 +44,24 @@ class CampaignForm(forms.Form):
     kind = forms.ChoiceField(choices=[(k, v.title) for k, v in KINDS.items()])
     k = forms.IntegerField(min_value=1, max_value=50, initial=3, label="judgments per item (k)")
     images = forms.IntegerField(min_value=1, required=False, help_text="a random sample of this many images (empty: all)")
-    per_worker_cap = forms.IntegerField(min_value=1, required=False)
+    per_worker_cap = forms.IntegerField(min_value=1, max_value=2**31 - 1, required=False)
     assignment_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, initial=10)
     reward = forms.DecimalField(min_value=0, max_digits=6, decimal_places=2, initial=0, help_text="US dollars per assignment")
     provider = forms.ChoiceField(choices=Campaign.PROVIDERS, initial=Campaign.LOCAL, required=False,
                                  help_text="Mechanical Turk campaigns are published from their MTurk page")
     systems = forms.CharField(required=False, help_text="diversity: comma-separated system names (empty: all)")
     captions_per_set = forms.IntegerField(min_value=2, required=False, help_text="diversity: first m captions of each set")
-    image_url = forms.CharField(required=False, help_text="image URL template with {key}, e.g. https://host/images/{key}")
+    image_url = forms.CharField(max_length=2000, required=False,
+                                help_text="image URL template with {key}, e.g. https://host/images/{key}")
     atoms = forms.FileField(required=False, help_text="visual atoms: CSV rows word,category[,count]")
     seed = forms.IntegerField(initial=0)
 
 
 def read_atoms(text: str) -> list[list[str]]:
-    """Rows of an atoms CSV (word,category[,count]); a header row starting with 'word' is skipped."""
-    rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+    """Rows of an atoms CSV (word,category[,count]); a header row starting with 'word' is skipped.
+    The format is the one ``visual_atoms --out`` writes, so its formula-neutralising quote is undone
+    (:func:`evalsite.csvsafe.restore`)."""
+    rows = [csvsafe.restore_row(r) for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
     if rows and rows[0][0].strip().lower() == "word":
         rows = rows[1:]
     return rows
@@ -89,8 +94,8 @@ def campaign_new(request):
     form = CampaignForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
-        atoms = d["atoms"].read().decode("utf-8", errors="replace") if d.get("atoms") else None
         try:
+            atoms = atoms_text(d["atoms"].read(), d["atoms"].name) if d.get("atoms") else None
             campaign = engine.create_campaign(
                 d["dataset"], d["kind"], name=d["name"], title=d["title"], owners=[request.user], k=d["k"],
                 per_worker_cap=d["per_worker_cap"], assignment_seconds=60 * d["assignment_minutes"],
@@ -98,6 +103,8 @@ def campaign_new(request):
             )
         except CampaignSpecError as exc:
             form.add_error(None, str(exc))
+        except csv.Error as exc:  # e.g. a field beyond the csv module's size limit
+            form.add_error("atoms", f"{d['atoms'].name}: not a valid CSV file ({exc})")
         else:
             messages.success(request, f"Campaign {campaign.name} created as a draft with {campaign.items.count()} items.")
             return redirect("crowd:campaign", name=campaign.name)
@@ -194,12 +201,12 @@ def campaign_aggregate(request, name):
     if method not in (None, "majority", "dawid_skene"):
         return HttpResponse("method must be majority or dawid_skene", status=400, content_type="text/plain")
     buf = io.StringIO()
-    writer = csv.writer(buf)
+    writer = csvsafe.writer(buf)
     writer.writerow(["unit", "criterion", "value", "method"])
     label = method or ("mean" if KINDS[campaign.kind].aggregation == "mean" else "majority")
     for criterion, values in sorted(quality.aggregate(campaign, method).items()):
         for unit, value in sorted(values.items(), key=lambda kv: str(kv[0])):
-            writer.writerow([export.safe_cell(unit), criterion, value, label])
+            writer.writerow([unit, criterion, value, label])
     response = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{campaign.name}-aggregate.csv"'
     return response

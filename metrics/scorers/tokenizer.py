@@ -12,6 +12,11 @@ from typing import Sequence
 
 TOKENIZER_NAME = "ptb"
 TOKENIZER_VERSION = "pycocoevalcap-1.2/stanford-corenlp-3.4.1"
+#: Characters that end a line for the Java tokeniser or for Python (``str.splitlines``): inside a
+#: caption they would split it over two output lines and shift every later caption by one.
+_LINE_BREAKS = str.maketrans({c: " " for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+#: A last caption appended to every batch; its tokens coming back last proves the alignment.
+_SENTINEL = "captioneval end of batch"
 
 
 class JavaMissingError(RuntimeError):
@@ -33,8 +38,11 @@ def ptb_tokenize(texts: Sequence[str]) -> list[str]:
     Parameters
     ----------
     texts : sequence of str, length n
-        Raw captions. Newlines inside a caption are replaced by spaces (one caption per line is
-        what the Java tokeniser preserves).
+        Raw captions, any Unicode. Line breaks inside a caption (``\\n``, ``\\r``, vertical tab,
+        form feed, U+001C-U+001E, U+0085, U+2028, U+2029) are replaced by spaces (one caption per
+        line is what the Java tokeniser preserves). The tokeniser keeps letters of every script
+        (accents, combining marks, Arabic, CJK) and drops characters outside the Basic
+        Multilingual Plane (emoji, U+1D400 mathematical letters...), which it cannot tokenise.
 
     Returns
     -------
@@ -47,7 +55,8 @@ def ptb_tokenize(texts: Sequence[str]) -> list[str]:
     JavaMissingError
         if ``java`` is not on PATH.
     RuntimeError
-        if the tokeniser returns a different number of lines than it was given.
+        if the tokeniser's output is not one line per caption (checked with a sentinel caption
+        appended to the batch).
     """
     if not texts:
         return []
@@ -57,8 +66,9 @@ def ptb_tokenize(texts: Sequence[str]) -> list[str]:
     # The Java tokeniser keeps one output line per input line; an empty input line would still
     # produce one, but a caption made only of whitespace is normalised to a single dot so that the
     # line is not lost, and comes back as "" once punctuation is removed.
-    payload = {i: [{"caption": (t.replace("\n", " ").replace("\r", " ").strip() or ".")}] for i, t in enumerate(texts)}
+    payload = {i: [{"caption": (t.translate(_LINE_BREAKS).strip() or ".")}] for i, t in enumerate(texts)}
+    payload[len(texts)] = [{"caption": _SENTINEL}]
     out = PTBTokenizer().tokenize(payload)
-    if len(out) != len(texts):
-        raise RuntimeError(f"PTB tokeniser returned {len(out)} captions for {len(texts)} inputs")
+    if len(out) != len(texts) + 1 or out[len(texts)] != [_SENTINEL]:
+        raise RuntimeError(f"PTB tokeniser output is misaligned: not one line per caption for {len(texts)} inputs")
     return [out[i][0] for i in range(len(texts))]

@@ -1,5 +1,14 @@
-"""python manage.py create_campaign KIND --dataset NAME --name SLUG [options]"""
+"""python manage.py create_campaign KIND --dataset NAME --name SLUG [options]
+
+Every option is checked before anything is written; a bad value (a name that is not a slug, a
+number outside what the campaign tables hold, an atoms file that is not UTF-8 CSV) is a one-line
+CommandError and nothing is created.
+"""
+import csv
+import math
+import re
 from datetime import timedelta
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -7,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from crowd import engine
 from crowd.kinds import KINDS, CampaignSpecError
+from crowd.kinds.visual_atom import atoms_text
 from crowd.models import Campaign, Dataset
 from crowd.views.owner import read_atoms
 
@@ -42,7 +52,32 @@ class Command(BaseCommand):
                             help="where the workers come from: the local rater pool or Mechanical Turk "
                                  "(then see `manage.py mturk`)")
 
+    @staticmethod
+    def check_options(o) -> None:
+        """Raise CommandError for an option value the campaign tables cannot hold."""
+        if not re.fullmatch(r"[-a-zA-Z0-9_]{1,100}", o["name"]):
+            raise CommandError(f"invalid --name {o['name'][:120]!r}: use 1-100 letters, digits, '-' and '_'")
+        if len(o["title"]) > 200 or "\x00" in o["title"]:
+            raise CommandError("--title must have at most 200 characters and no NUL character")
+        limits = {"k": (1, 32767), "cap": (1, 2**31 - 1), "gold_every": (0, 32767),
+                  "gold": (0, 100_000)}
+        for key, (lo, hi) in limits.items():
+            if o[key] is not None and not lo <= o[key] <= hi:
+                raise CommandError(f"--{key.replace('_', '-')} must be between {lo} and {hi:,}, got {o[key]}")
+        if not (math.isfinite(o["minutes"]) and 10 <= 60 * o["minutes"] <= 2**31 - 1):
+            raise CommandError(f"--minutes must be between 1/6 and {(2**31 - 1) // 60:,}, got {o['minutes']}")
+        days = o["lifetime_days"]
+        if days is not None and not (math.isfinite(days) and 0 <= days <= 36500):
+            raise CommandError(f"--lifetime-days must be between 0 and 36,500, got {days}")
+        try:
+            reward = Decimal(str(o["reward"]))
+        except InvalidOperation:
+            reward = None
+        if reward is None or not reward.is_finite() or not 0 <= reward < 10000:
+            raise CommandError(f"--reward must be an amount of dollars from 0 to 9999.99, got {str(o['reward'])[:50]!r}")
+
     def handle(self, *args, **o):
+        self.check_options(o)
         dataset = Dataset.objects.filter(name=o["dataset"]).first()
         if dataset is None:
             known = ", ".join(Dataset.objects.values_list("name", flat=True)) or "none imported"
@@ -65,9 +100,13 @@ class Command(BaseCommand):
         if o["atoms"]:
             path = Path(o["atoms"])
             try:
-                options["atoms"] = read_atoms(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError) as exc:
+                options["atoms"] = read_atoms(atoms_text(path.read_bytes(), str(path)))
+            except OSError as exc:
                 raise CommandError(f"{path}: cannot read atoms ({exc})") from None
+            except CampaignSpecError as exc:
+                raise CommandError(str(exc)) from None
+            except csv.Error as exc:
+                raise CommandError(f"{path}: not a valid CSV file ({exc})") from None
         try:
             campaign = engine.create_campaign(
                 dataset, o["kind"], name=o["name"], title=o["title"], owners=owners, k=o["k"],

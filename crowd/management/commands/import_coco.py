@@ -1,4 +1,6 @@
 """``manage.py import_coco --name NAME [--annotations F] [--results SYSTEM=F ...] [--objects F]``."""
+import re
+
 from django.core.management.base import BaseCommand, CommandError
 
 from crowd.importers import DatasetExistsError, DatasetFormatError
@@ -23,6 +25,8 @@ class Command(BaseCommand):
         parser.add_argument("--references-name", default="coco-references", help="name of the reference system")
 
     def handle(self, *args, name, annotations, results, objects, references_name, **options):
+        if not re.fullmatch(r"[-a-zA-Z0-9_]{1,100}", name):
+            raise CommandError(f"invalid --name {name[:120]!r}: use letters, digits, '-' and '_' (at most 100)")
         try:
             systems = [parse_system_file(spec) for spec in results]
             summary = import_coco(name, annotations, systems, objects, references_name=references_name)
