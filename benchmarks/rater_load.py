@@ -22,8 +22,8 @@ item has more than k counted judgments and no worker judged an item twice.
 The rate limit (``RATER_RATE_LIMIT``, default 120/m per rater) stays on: there are enough raters
 that each stays under it, and 429 answers are counted and reported.
 
-Run: .venv/bin/python benchmarks/rater_load.py [--raters 600] [--concurrency 48] [--duration 30]
-     [--gunicorn-workers 3] [--threads 4] [--flow direct|browser] [--json out.json]
+Run: .venv/bin/python benchmarks/rater_load.py [--raters 600] [--concurrency 8] [--duration 30]
+     [--gunicorn-workers 4] [--worker-class sync|gthread --threads N] [--flow direct|browser] [--json out.json]
 Needs PostgreSQL (``--database-url``, default the ``captioneval_load`` database on 127.0.0.1,
 created if missing) and, for the shared rate-limit cache, Redis (``--cache-url``).
 """
@@ -392,13 +392,15 @@ def main(argv=None):
                    help="Redis URL of the shared rate-limit cache ('' = per-process memory)")
     p.add_argument("--rate-limit", default="120/m", help="RATER_RATE_LIMIT for the server (default 120/m)")
     p.add_argument("--raters", type=int, default=600)
-    p.add_argument("--concurrency", type=int, default=48, help="raters working at the same moment")
+    p.add_argument("--concurrency", type=int, default=8, help="raters working at the same moment")
     p.add_argument("--duration", type=float, default=30.0, help="seconds measured")
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--k", type=int, default=10, help="judgments per item (enough slots for the run)")
-    p.add_argument("--gunicorn-workers", type=int, default=3)
-    p.add_argument("--threads", type=int, default=4)
-    p.add_argument("--worker-class", default="gthread", help="gunicorn worker class (sync: no keep-alive)")
+    p.add_argument("--gunicorn-workers", type=int, default=4)
+    p.add_argument("--worker-class", default="sync",
+                   help="gunicorn worker class: sync (default; one request per process at a time, as behind a "
+                        "proxy) or gthread (keep-alive, --threads per process)")
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--flow", choices=("direct", "browser"), default="direct")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--json", help="write the results as JSON to this file")
@@ -412,7 +414,7 @@ def main(argv=None):
     port = args.port or _free_port()
     server = start_gunicorn(args, port)
     try:
-        print(f"gunicorn: {args.gunicorn_workers} workers x {args.threads} threads on 127.0.0.1:{port}; "
+        print(f"gunicorn: {args.gunicorn_workers} {args.worker_class} workers x {args.threads} threads on 127.0.0.1:{port}; "
               f"{args.concurrency} raters at once for {args.duration:.0f} s (flow: {args.flow})", flush=True)
         stats, elapsed = asyncio.run(drive(args, info, port))
     finally:
