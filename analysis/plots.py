@@ -1,12 +1,13 @@
 """Server-side plots (matplotlib, Agg backend): no JavaScript library or CDN is needed to view them.
 
-Every label may be user text (system, metric and caption names), so every public function draws
-with mathtext and TeX off (:func:`_plain_text`): ``$x$`` or a lone ``$`` in a name is shown as
-typed instead of being parsed (a malformed formula would make ``savefig`` raise).
+Every label may be user text (system, metric and caption names), so the module turns mathtext and
+TeX off for the whole process when it is imported: ``$x$`` or a lone ``$`` in a name is shown as
+typed instead of being parsed (a malformed formula would make ``savefig`` raise). Process-wide on
+purpose: ``matplotlib.rc_context`` per call is not thread-safe, and two charts drawn at once by a
+threaded server could leave the global setting in either state.
 """
 from __future__ import annotations
 
-import functools
 import io
 
 import matplotlib
@@ -15,19 +16,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-_PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 
 
-def _plain_text(plot):
-    """Decorator: run a plot function (figure creation to ``savefig``) with mathtext and TeX off."""
-    @functools.wraps(plot)
-    def wrapper(*args, **kwargs):
-        with matplotlib.rc_context(_PLAIN_TEXT):
-            return plot(*args, **kwargs)
-    return wrapper
-
-
-@_plain_text
 def scatter_png(metric_values, human_values, metric_name: str, human_label: str, title: str = "") -> bytes:
     """PNG scatter of per-caption metric score (x) against mean human rating (y) with the
     least-squares line y = a x + b (numpy.polyfit, degree 1).
@@ -54,7 +45,6 @@ def scatter_png(metric_values, human_values, metric_name: str, human_label: str,
     return buf.getvalue()
 
 
-@_plain_text
 def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", statistic: str = "kendall_tau_b") -> bytes:
     """PNG bar chart of one statistic per metric with its 95% interval, and the human ceiling
     (split-half reliability, same statistic when available, else Spearman-Brown Pearson) as a
@@ -109,7 +99,6 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-@_plain_text
 def diversity_accuracy_png(points, diversity_name: str = "Self-CIDEr diversity", accuracy_name: str = "accuracy (CIDEr-D)") -> bytes:
     """PNG scatter of diversity (x) against accuracy (y), one labelled point per system
     (Wang & Chan 2019, Fig. 4).
@@ -129,7 +118,6 @@ def diversity_accuracy_png(points, diversity_name: str = "Self-CIDEr diversity",
     return _png(fig)
 
 
-@_plain_text
 def f_score_bars_png(names, values, beta2: float) -> bytes:
     """PNG bars of the F-score per system (Wang & Chan 2019, Sec. 5; beta^2 weights diversity).
 
@@ -147,7 +135,6 @@ def f_score_bars_png(names, values, beta2: float) -> bytes:
     return _png(fig)
 
 
-@_plain_text
 def vocabulary_png(curves) -> bytes:
     """PNG with two panels: vocabulary size per system (bars) and word-frequency curves (frequency of
     the r-th most frequent word against r, log-log; Wang & Chan 2019, Figs. 2-3).
@@ -169,7 +156,6 @@ def vocabulary_png(curves) -> bytes:
     return _png(fig)
 
 
-@_plain_text
 def radar_png(coordinates, labels, title: str = "") -> bytes:
     """PNG radar chart: each caption (one polygon) on the k strongest latent semantics (axes)
     (Wang & Chan 2019, appendix visualisation).
@@ -199,7 +185,6 @@ def radar_png(coordinates, labels, title: str = "") -> bytes:
     return buf.getvalue()
 
 
-@_plain_text
 def mds_png(coordinates, groups, title: str = "") -> bytes:
     """PNG map of captions in 2-D (multidimensional scaling of caption similarities; Wang & Chan
     2019, Fig. 9), coloured by system.
@@ -219,7 +204,6 @@ def mds_png(coordinates, groups, title: str = "") -> bytes:
     return _png(fig)
 
 
-@_plain_text
 def benchmark_bars_png(entries: list[dict], statistic_label: str, ceiling: dict | None, title: str = "", ceiling_note: str = "") -> bytes:
     """PNG bar chart of one benchmark: a metric per bar with its 95% bootstrap interval, bars
     labelled with their significance-cluster rank, and the human ceiling as a red line with its
@@ -263,7 +247,6 @@ def benchmark_bars_png(entries: list[dict], statistic_label: str, ceiling: dict 
     return buf.getvalue()
 
 
-@_plain_text
 def p_value_heatmap_png(names: list[str], p_values: list[list], alpha: float, title: str = "") -> bytes:
     """PNG heat map of the pairwise significance matrix (row metric better than column metric):
     cells with p < alpha are dark; numbers printed in each cell. names in rank order."""

@@ -253,8 +253,14 @@ def _took_slot(item_id, free: list) -> None:
 
 
 def _reopen(item_ids) -> None:
-    """Slots of these items were released: they are open again."""
-    Item.objects.filter(pk__in=list(item_ids), full=True).update(full=False)
+    """Slots of these items were released: they are open again.
+
+    Deliberately no ``full=True`` filter: the UPDATE must reach (and so wait for the row lock of) an
+    item that a concurrent claim has locked and is about to mark full after counting the slot this
+    transaction is releasing; filtered on ``full=True``, it would skip the still-unmarked row, and
+    the claim would then leave the item marked full with a free slot (found by the 50-rater test).
+    """
+    Item.objects.filter(pk__in=list(item_ids)).update(full=False)
 
 
 def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_ref="") -> Assignment:

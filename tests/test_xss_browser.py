@@ -144,7 +144,8 @@ def test_every_plot_draws_hostile_names_as_text():
     assert all(p[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     import matplotlib
 
-    assert matplotlib.rcParams["text.parse_math"] is True  # only our plots switch mathtext off
+    # process-wide (rc_context per call is not thread-safe under a threaded server)
+    assert matplotlib.rcParams["text.parse_math"] is False and matplotlib.rcParams["text.usetex"] is False
 
 
 # --- dashboard ----------------------------------------------------------------------------------------------
