@@ -19,7 +19,7 @@ For every size, metric and worker count: W real ``celery -A evalsite worker --co
 processes on a private queue (``CELERY_QUEUE``) are started and warmed up (an unmeasured run of each
 metric on a dataset of 4 chunks per worker, which loads GloVe in each worker process); then the
 metric's previous run is deleted, a fresh run is planned and dispatched (``pipeline.plan_runs`` +
-``pipeline.start``, what ``compute_metrics`` does), and the time from dispatch to the moment the last
+``tasks.start``, what ``compute_metrics`` does), and the time from dispatch to the moment the last
 score is stored (the run's ``finished_at``) is measured. Each row is the median of ``--repeat``
 measurements (default 3, once when the first takes longer than ``--once-above`` s). Scores are
 checked afterwards: one per unit, equal to the in-process reference (exit status 1 otherwise).
@@ -458,14 +458,14 @@ def run_through_workers(dataset, metric: str, workers: Workers, timeout: float, 
     """Delete ``metric``'s runs on ``dataset``, plan and dispatch a fresh run, and wait until every
     score is stored. Raises Timeout after ``timeout`` s, RuntimeError if the run fails, a worker dies
     or the stored scores are not one per unit."""
-    from metrics import pipeline
+    from metrics import pipeline, tasks
     from metrics.models import MetricRun
 
     MetricRun.objects.filter(dataset=dataset, metric=metric).delete()
     (run,) = pipeline.plan_runs(dataset.name, [metric])
     before = workers.chunks_done()
     t0 = time.time()
-    pipeline.start(run)
+    tasks.start(run)
     last_print = time.monotonic()
     while True:
         run.refresh_from_db()

@@ -1,12 +1,18 @@
 """Planning and executing metric runs over a dataset (the Django side of :mod:`metrics.scorers`).
 
-``plan_runs`` validates a request and gets or creates one :class:`MetricRun` per metric;
-``start`` queues a run's work on Celery and ``resume_runs`` queues unfinished runs again; the
-tasks in :mod:`metrics.tasks` call ``tokenize_dataset``, ``missing_units`` and ``score_units``. A
-run's *units* follow its metric's level: caption ids (caption-level metrics), ``[image id, system
-id]`` caption sets (set level, every system including the references) or system ids (system
-level). Every write is idempotent: scores are unique per (run, unit) and inserted with conflicts
-ignored, tokenisations likewise, so a retried or duplicated chunk never duplicates a score.
+``plan_runs`` validates a request and gets or creates one :class:`MetricRun` per metric; the Celery
+tasks in :mod:`metrics.tasks` (which also start and resume runs: ``tasks.start``, ``start_runs``,
+``resume_runs``) call ``tokenize_dataset``, ``missing_units`` and ``score_units``. This module does
+not import :mod:`metrics.tasks`. A run's *units* follow its metric's level: caption ids
+(caption-level metrics), ``[image id, system id]`` caption sets (set level, every system including
+the references) or system ids (system level).
+
+The pipeline never tests a metric's key or family: it asks the metric object
+(:class:`metrics.scorers.base.Metric`) for its level and what it *needs* (references, a
+document-frequency table, object labels, raw texts, word vectors, reference corpora, the whole
+corpus at once), fills a :class:`metrics.scorers.base.Batch` with exactly that and calls the
+metric's ``score``. Every write is idempotent: scores are unique per (run, unit) and inserted with
+conflicts ignored, tokenisations likewise, so a retried or duplicated chunk never duplicates a score.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ from django.utils import timezone
 from crowd.models import Caption, Dataset, ObjectLabel, System
 
 from .models import CaptionTokens, DocumentFrequencyTable, MetricRun, MetricScore, SetScore, SystemScore, params_key
-from .scorers import registry
+from .scorers import base, registry
 from .scorers.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, ptb_tokenize
 from .signals import run_progress
 
@@ -95,22 +101,30 @@ def run_params(
     dataset: Dataset, metric: str, document_frequency: SuppliedDocumentFrequency | None = None,
     m: int | None = None, vectors: str | None = None,
 ) -> dict:
-    """Parameters that determine a run's numbers; stored with it and part of its identity.
+    """Parameters that determine a run's numbers; stored with it and part of its identity (the
+    metric's version is stored beside them). Decided by what the metric needs, never by its name:
 
-    ``document_frequency`` (CIDEr-D, Self-CIDEr, set accuracy) is ``"dataset"`` (df over the dataset's
-    reference sets, the COCO default) or ``{"table": sha256}`` for a supplied table. Set-level
-    metrics store ``m``: the number of captions used per set (None = all; the official Self-CIDEr
-    driver used 5). VIFIDEL stores the identity of its word vectors.
+    * always ``tokenizer`` and ``references`` (the dataset's reference system name);
+    * a metric needing a document-frequency table (CIDEr-D, Self-CIDEr, set accuracy):
+      ``document_frequency`` = ``"dataset"`` (df over the dataset, the COCO default) or
+      ``{"table": sha256, "name": file name}`` for a supplied table;
+    * set-level metrics: ``m``, the number of captions used per set (None = all; the official
+      Self-CIDEr driver used 5);
+    * a metric needing word vectors (VIFIDEL): ``vectors``, their identity (:func:`vectors_identity`).
+
+    A metric needing the whole corpus at once (a plugin's ``needs_corpus``) computes its own corpus
+    statistics: nothing more is stored. These keys and values are exactly those of earlier releases,
+    so existing runs keep their identity (:func:`run_identity`).
     """
     spec = registry.METRICS[metric]
     params = {"tokenizer": TOKENIZER, "references": getattr(dataset.reference_system, "name", None)}
-    if spec.needs_corpus and not registry.is_plugin(metric):  # a plugin's corpus statistics are its own
+    if base.DOCUMENT_FREQUENCY in spec.needs:
         params["document_frequency"] = (
             "dataset" if document_frequency is None else {"table": document_frequency.sha256, "name": document_frequency.name}
         )
     if spec.level == "set":
         params["m"] = m
-    if spec.needs_objects:
+    if base.WORD_VECTORS in spec.needs:
         params["vectors"] = vectors_identity(vectors)
     return params
 
@@ -172,18 +186,16 @@ def plan_runs(
     totals = {}
     for key in keys:
         spec = registry.METRICS[key]
-        needs_refs = (spec.level == "caption" and key != "vifidel") or key == "set_accuracy" or (
-            key == "self_cider" and supplied is None
-        )
-        if needs_refs and not has_refs:
-            hint = " (or supply a document-frequency table with --cider-df)" if key == "self_cider" else ""
+        if spec.needs_references(document_frequency_supplied=supplied is not None) and not has_refs:
+            # only the default document-frequency table needs them: a supplied table will do
+            hint = " (or supply a document-frequency table with --cider-df)" if base.REFERENCES not in spec.needs else ""
             raise PipelineError(f"{spec.name} needs reference captions and dataset {dataset.name!r} has none{hint}")
         totals[key] = len(units_of(dataset, key))
         if totals[key] == 0:
-            what = {"caption": "candidate captions" + (" of images with object labels" if spec.needs_objects else ""),
+            what = {"caption": "candidate captions" + (" of images with object labels" if base.OBJECTS in spec.needs else ""),
                     "set": "caption sets", "system": "systems"}[spec.level]
             raise PipelineError(f"dataset {dataset.name!r} has no {what} to score with {spec.name}")
-    if any(registry.METRICS[k].needs_objects for k in keys):
+    if any(base.WORD_VECTORS in registry.METRICS[k].needs for k in keys):
         vectors_identity(vectors)  # a bad vector file fails here, before anything is written
     runs = []
     with transaction.atomic():
@@ -195,7 +207,7 @@ def plan_runs(
         for key in keys:
             metric = registry.METRICS[key]
             params = run_params(dataset, key, supplied, m=m, vectors=vectors)
-            if metric.needs_objects and vectors:
+            if base.WORD_VECTORS in metric.needs and vectors:
                 params["vectors_path"] = str(vectors)
             total = totals[key]
             run, _ = MetricRun.objects.get_or_create(
@@ -218,80 +230,13 @@ def units_of(dataset: Dataset, metric: str) -> list:
     spec = registry.METRICS[metric]
     if spec.level == "caption":
         qs = dataset.candidates()
-        if spec.needs_objects:
+        if base.OBJECTS in spec.needs:
             qs = qs.filter(image__in=ObjectLabel.objects.values("image"))
         return list(qs.order_by("id").values_list("id", flat=True))
     if spec.level == "set":
         pairs = Caption.objects.filter(image__dataset=dataset).order_by().values_list("image_id", "system_id").distinct()
         return sorted(pairs)
     return list(System.objects.filter(dataset=dataset).order_by("id").values_list("id", flat=True))
-
-
-def start(run: MetricRun) -> bool:
-    """Queue the run on Celery (in-process when no broker is configured) unless it is done.
-
-    Returns True when the run was queued (or, in-process, computed). Returns False when the broker
-    could not be reached within the publish limits of ``CELERY_BROKER_TRANSPORT_OPTIONS`` and
-    ``CELERY_TASK_PUBLISH_RETRY_POLICY`` (seconds, never minutes): the run is then left ``pending``
-    (recorded, not started) and the workers start it when they (re)connect to the broker
-    (:func:`resume_runs`). Other errors propagate."""
-    from kombu.exceptions import OperationalError as BrokerUnavailable
-
-    from .tasks import start_run
-
-    if not MetricRun.objects.filter(pk=run.pk).exclude(status=MetricRun.DONE).update(
-        status=MetricRun.RUNNING, error="", finished_at=None
-    ):
-        return True  # done (perhaps since ``run`` was read)
-    stamped = MetricRun.objects.filter(pk=run.pk, started_at__isnull=True).update(started_at=timezone.now())
-    try:
-        start_run.delay(run.pk)
-    except BrokerUnavailable as exc:
-        log.warning("broker unreachable, metric run %s left pending: %s", run.pk, exc)
-        undo = {"status": MetricRun.PENDING} | ({"started_at": None} if stamped else {})
-        MetricRun.objects.filter(pk=run.pk, status=MetricRun.RUNNING).update(**undo)
-        return False
-    return True
-
-
-def start_runs(runs: Sequence[MetricRun]) -> list[MetricRun]:
-    """:func:`start` each run; returns the runs left ``pending`` because the broker is unreachable.
-
-    After the first failed publish the other runs are not tried (each try can take seconds) but
-    recorded as pending too, so the workers start them all once the broker is back. An in-process
-    run whose task fails for good is marked failed with the error."""
-    pending: list[MetricRun] = []
-    for run in runs:
-        if pending:
-            MetricRun.objects.filter(pk=run.pk).exclude(status=MetricRun.DONE).update(
-                status=MetricRun.PENDING, error="", finished_at=None)
-            pending.append(run)
-            continue
-        try:
-            if not start(run):
-                pending.append(run)
-        except Exception as exc:  # noqa: BLE001 - in-process run: the task's final error lands here
-            mark_failed(run.pk, f"{type(exc).__name__}: {exc}")
-    return pending
-
-
-def resume_runs() -> list[int]:
-    """Queue every unfinished run again (``pending`` or ``running``, i.e. neither done nor failed);
-    returns the ids of those queued (none when the broker is unreachable: they stay pending).
-
-    Workers call this each time they connect to the broker (:mod:`evalsite.celery`), and Celery beat
-    every five minutes: a run recorded while the broker was down, or whose chunks were lost with a
-    killed worker (a SIGKILLed worker's messages stay unacknowledged until the broker's visibility
-    timeout), then completes without anyone running ``compute_metrics`` again. A run whose chunks
-    are still queued or in progress is harmlessly queued once more: ``start_run`` dispatches only
-    units without a score, and scores are unique per (run, unit) and written with conflicts
-    ignored, so a repeated chunk finds its units done and never duplicates a score."""
-    runs = list(MetricRun.objects.filter(status__in=(MetricRun.PENDING, MetricRun.RUNNING)).order_by("pk"))
-    pending = {r.pk for r in start_runs(runs)}
-    resumed = [r.pk for r in runs if r.pk not in pending]
-    if resumed:
-        log.info("resumed unfinished metric runs %s", resumed)
-    return resumed
 
 
 def tokenize_dataset(dataset: Dataset, batch_size: int = 20000) -> int:
@@ -421,7 +366,11 @@ def _ensure_tokens(dataset: Dataset, caption_ids: Sequence[int]) -> dict[int, st
 
 
 def score_sets(run: MetricRun, units: Sequence) -> int:
-    """Score caption sets ``[image id, system id]`` with a set-level metric (see :func:`score_units`)."""
+    """Score caption sets ``[image id, system id]`` with a set-level metric (see :func:`score_units`).
+
+    The batch has the sets (each set's captions in key order), ``m`` from the run's parameters, the
+    reference-set flags and, as the metric needs, each set's image references and the run's
+    document-frequency table."""
     done = set(SetScore.objects.filter(run=run, image_id__in={u[0] for u in units}).values_list("image_id", "system_id"))
     todo = [tuple(u) for u in units if tuple(u) not in done]
     if not todo:
@@ -437,17 +386,16 @@ def score_sets(run: MetricRun, units: Sequence) -> int:
     members: dict[tuple, list[str]] = defaultdict(list)
     for cid, image_id, system_id in rows:
         members[(image_id, system_id)].append(tokens[cid])
-    spec = registry.METRICS[run.metric]
+    metric = registry.METRICS[run.metric]
     m = run.params.get("m")
-    refs = None
-    if spec.family == "set_accuracy":
+    batch = base.Batch(sets=[members[u] for u in todo], m=m,
+                       is_reference=[u[1] == dataset.reference_system_id for u in todo])
+    if base.REFERENCES in metric.needs:
         refs_by_image = _references_by_image(dataset, images)
-        refs = [refs_by_image.get(u[0], []) for u in todo]
-    df = _document_frequency(run) if spec.needs_corpus else None
-    values = registry.score_sets(
-        run.metric, [members[u] for u in todo], refs, document_frequency=df, m=m,
-        is_reference=[u[1] == dataset.reference_system_id for u in todo],
-    )
+        batch.references = [refs_by_image.get(u[0], []) for u in todo]
+    if base.DOCUMENT_FREQUENCY in metric.needs:
+        batch.document_frequency = _document_frequency(run)
+    values = metric.score(batch).values
     created = SetScore.objects.bulk_create(
         [
             SetScore(run=run, image_id=u[0], system_id=u[1], value=float(v), n_captions=min(len(members[u]), m or 10**9))
@@ -460,13 +408,18 @@ def score_sets(run: MetricRun, units: Sequence) -> int:
 
 
 def score_systems(run: MetricRun, system_ids: Sequence[int]) -> int:
-    """Score systems' caption corpora with a system-level metric (see :func:`score_units`)."""
+    """Score systems' caption corpora with a system-level metric (see :func:`score_units`).
+
+    Each corpus lists the first caption of every image (image order), then the second...; a metric
+    needing the reference corpora also gets the references as R corpora (the k-th reference of every
+    image). The metric's ``Scores.details`` are stored with each value."""
     done = set(SystemScore.objects.filter(run=run).values_list("system_id", flat=True))
     todo = [s for s in system_ids if s not in done]
     if not todo:
         return 0
     t0 = time.perf_counter()
     dataset = run.dataset
+    metric = registry.METRICS[run.metric]
     rows = list(
         Caption.objects.filter(image__dataset=dataset).order_by("image_id", "system_id", "key")
         .values_list("id", "image_id", "system_id")
@@ -482,58 +435,70 @@ def score_systems(run: MetricRun, system_ids: Sequence[int]) -> int:
     corpora: dict[int, list[str]] = defaultdict(list)
     for _, _, system_id, tok in ranked:
         corpora[system_id].append(tok)
-    reference = None
-    if dataset.reference_system_id:
+    batch = base.Batch(corpora=[corpora[s] for s in todo])
+    if base.REFERENCE_CORPORA in metric.needs and dataset.reference_system_id:
         by_rank: dict[int, list[str]] = defaultdict(list)
         for rank, _, system_id, tok in ranked:
             if system_id == dataset.reference_system_id:
                 by_rank[rank].append(tok)
-        reference = [by_rank[k] for k in sorted(by_rank)]
-    results = registry.score_systems(run.metric, [corpora[s] for s in todo], reference)
+        batch.reference_corpora = [by_rank[k] for k in sorted(by_rank)]
+    result = metric.score(batch)
+    details = result.details if result.details is not None else [{}] * len(todo)
     created = SystemScore.objects.bulk_create(
-        [SystemScore(run=run, system_id=s, value=v, details=d) for s, (v, d) in zip(todo, results)],
+        [SystemScore(run=run, system_id=s, value=float(v), details=d) for s, v, d in zip(todo, result.values, details)],
         ignore_conflicts=True,
     )
     run.add_compute_time(time.perf_counter() - t0)
     return len(created)
 
 
+def _caption_batch(run: MetricRun, metric, caption_ids: Sequence[int]) -> base.Batch:
+    """The :class:`metrics.scorers.base.Batch` of ``caption_ids`` for a caption-level ``metric``:
+    tokenised candidates always; references, raw texts, object labels, word vectors and the run's
+    document-frequency table when the metric needs them."""
+    dataset = run.dataset
+    image_of = dict(Caption.objects.filter(id__in=caption_ids).values_list("id", "image_id"))
+    cand_tokens = _ensure_tokens(dataset, caption_ids)
+    batch = base.Batch(candidates=[cand_tokens[c] for c in caption_ids])
+    if base.REFERENCES in metric.needs:
+        refs_by_image = _references_by_image(dataset, image_of.values())
+        batch.references = [refs_by_image[image_of[c]] for c in caption_ids]
+    if base.TEXTS in metric.needs:
+        texts = dict(Caption.objects.filter(id__in=caption_ids).values_list("id", "text"))
+        batch.texts = [texts[c] for c in caption_ids]
+    if base.OBJECTS in metric.needs:
+        objects: dict[int, dict[str, int]] = defaultdict(dict)
+        for image_id, label, count in ObjectLabel.objects.filter(image_id__in=set(image_of.values())).values_list(
+            "image_id", "label", "count"
+        ):
+            objects[image_id][label] = count
+        batch.objects = [objects[image_of[c]] for c in caption_ids]
+    if base.WORD_VECTORS in metric.needs:
+        batch.vectors = run.params.get("vectors_path")
+    if base.DOCUMENT_FREQUENCY in metric.needs:
+        batch.document_frequency = _document_frequency(run)
+    return batch
+
+
 def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
     """Score ``caption_ids`` with the run's metric and store the scores; returns how many were new.
 
-    Already-scored captions are skipped, so calling this twice for the same chunk is harmless.
+    Already-scored captions are skipped, so calling this twice for the same chunk is harmless. A
+    metric needing the whole corpus is scored once over every unit of the run
+    (:func:`_whole_corpus_scores`); the others over this chunk. ``Scores.raw`` (VIFIDEL's distance)
+    is stored with each score.
     """
     done = set(MetricScore.objects.filter(run=run, caption_id__in=caption_ids).values_list("caption_id", flat=True))
     todo = [cid for cid in caption_ids if cid not in done]
     if not todo:
         return 0
     t0 = time.perf_counter()
-    dataset = run.dataset
-    rows = dict(Caption.objects.filter(id__in=todo).values_list("id", "image_id"))
-    cand_tokens = _tokens({"caption_id__in": todo})
-    if len(cand_tokens) != len(todo):
-        tokenize_dataset(dataset)
-        cand_tokens = _tokens({"caption_id__in": todo})
-    refs_by_image = _references_by_image(dataset, rows.values())
-    raw = [None] * len(todo)
-    if registry.METRICS[run.metric].needs_objects:
-        texts = dict(Caption.objects.filter(id__in=todo).values_list("id", "text"))
-        objects: dict[int, dict[str, int]] = defaultdict(dict)
-        for image_id, label, count in ObjectLabel.objects.filter(image_id__in=set(rows.values())).values_list(
-            "image_id", "label", "count"
-        ):
-            objects[image_id][label] = count
-        values, raw = registry.score_vifidel(
-            run.metric, [texts[c] for c in todo], [objects[rows[c]] for c in todo],
-            [refs_by_image.get(rows[c], []) for c in todo], vectors=run.params.get("vectors_path"),
-        )
-    elif registry.is_plugin(run.metric) and registry.METRICS[run.metric].needs_corpus:
-        values = _plugin_corpus_scores(run, todo)
+    metric = registry.METRICS[run.metric]
+    if base.WHOLE_CORPUS in metric.needs:
+        values, raw = _whole_corpus_scores(run, metric, todo), [None] * len(todo)
     else:
-        df = _document_frequency(run) if registry.METRICS[run.metric].needs_corpus else None
-        values = registry.score(
-            run.metric, [cand_tokens[c] for c in todo], [refs_by_image[rows[c]] for c in todo], document_frequency=df
-        )
+        result = metric.score(_caption_batch(run, metric, todo))
+        values, raw = result.values, result.raw if result.raw is not None else [None] * len(todo)
     created = MetricScore.objects.bulk_create(
         [
             MetricScore(run=run, caption_id=c, value=float(v), raw=None if r is None else float(r))
@@ -546,23 +511,21 @@ def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
     return len(created)
 
 
-_plugin_corpus_cache: dict[tuple, dict[int, float]] = {}
+_whole_corpus_cache: dict[tuple, dict[int, float]] = {}
 
 
-def _plugin_corpus_scores(run: MetricRun, caption_ids: Sequence[int]) -> list[float]:
-    """Scores of ``caption_ids`` from a plugin metric with ``needs_corpus``: the plugin is called once
-    with every candidate of the run (caption-id order), so dataset-wide statistics do not depend on
-    the chunking; the result is cached per worker process for the run's other chunks."""
+def _whole_corpus_scores(run: MetricRun, metric, caption_ids: Sequence[int]) -> list[float]:
+    """Scores of ``caption_ids`` from a metric needing the whole corpus (a plugin's ``needs_corpus``):
+    the metric scores every candidate of the run at once (caption-id order), so dataset-wide
+    statistics do not depend on the chunking; the result is cached per worker process for the run's
+    other chunks."""
     key = (run.pk, run.total, run.metric, run.version)
-    if key not in _plugin_corpus_cache:
-        _plugin_corpus_cache.clear()
+    if key not in _whole_corpus_cache:
+        _whole_corpus_cache.clear()
         ids = units_of(run.dataset, run.metric)
-        image_of = dict(Caption.objects.filter(id__in=ids).values_list("id", "image_id"))
-        tokens = _ensure_tokens(run.dataset, ids)
-        refs_by_image = _references_by_image(run.dataset)
-        values = registry.score(run.metric, [tokens[c] for c in ids], [refs_by_image[image_of[c]] for c in ids])
-        _plugin_corpus_cache[key] = dict(zip(ids, (float(v) for v in values)))
-    scores = _plugin_corpus_cache[key]
+        values = metric.score(_caption_batch(run, metric, ids)).values
+        _whole_corpus_cache[key] = dict(zip(ids, (float(v) for v in values)))
+    scores = _whole_corpus_cache[key]
     return [scores[c] for c in caption_ids]
 
 

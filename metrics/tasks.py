@@ -8,12 +8,23 @@ that raises is retried (``max_retries`` times, with back-off); one that still fa
 units. Tasks are acknowledged late, so a chunk whose worker dies is delivered again; with Redis
 that happens only after the broker's visibility timeout, so ``resume_runs`` (queued by every
 worker when it connects to the broker, and by Celery beat) re-dispatches unfinished runs sooner.
+
+Dispatch lives here too: :func:`start` queues one run, :func:`start_runs` several (what
+``compute_metrics`` calls), :func:`resume_unfinished_runs` every unfinished one. The dependency
+points one way: this module imports :mod:`metrics.pipeline`, never the reverse.
 """
+import logging
+from typing import Sequence
+
 from celery import shared_task
+from django.utils import timezone
 from kombu.exceptions import ChannelError
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from .models import MetricRun
 from . import pipeline
+
+log = logging.getLogger("metrics.pipeline")
 
 MAX_RETRIES = 3
 
@@ -67,9 +78,73 @@ def _waiting(app) -> int:
             return 0
 
 
+def start(run: MetricRun) -> bool:
+    """Queue the run on Celery (in-process when no broker is configured) unless it is done.
+
+    Returns True when the run was queued (or, in-process, computed). Returns False when the broker
+    could not be reached within the publish limits of ``CELERY_BROKER_TRANSPORT_OPTIONS`` and
+    ``CELERY_TASK_PUBLISH_RETRY_POLICY`` (seconds, never minutes): the run is then left ``pending``
+    (recorded, not started) and the workers start it when they (re)connect to the broker
+    (:func:`resume_unfinished_runs`). Other errors propagate."""
+    if not MetricRun.objects.filter(pk=run.pk).exclude(status=MetricRun.DONE).update(
+        status=MetricRun.RUNNING, error="", finished_at=None
+    ):
+        return True  # done (perhaps since ``run`` was read)
+    stamped = MetricRun.objects.filter(pk=run.pk, started_at__isnull=True).update(started_at=timezone.now())
+    try:
+        start_run.delay(run.pk)
+    except BrokerUnavailable as exc:
+        log.warning("broker unreachable, metric run %s left pending: %s", run.pk, exc)
+        undo = {"status": MetricRun.PENDING} | ({"started_at": None} if stamped else {})
+        MetricRun.objects.filter(pk=run.pk, status=MetricRun.RUNNING).update(**undo)
+        return False
+    return True
+
+
+def start_runs(runs: Sequence[MetricRun]) -> list[MetricRun]:
+    """:func:`start` each run; returns the runs left ``pending`` because the broker is unreachable.
+
+    After the first failed publish the other runs are not tried (each try can take seconds) but
+    recorded as pending too, so the workers start them all once the broker is back. An in-process
+    run whose task fails for good is marked failed with the error."""
+    pending: list[MetricRun] = []
+    for run in runs:
+        if pending:
+            MetricRun.objects.filter(pk=run.pk).exclude(status=MetricRun.DONE).update(
+                status=MetricRun.PENDING, error="", finished_at=None)
+            pending.append(run)
+            continue
+        try:
+            if not start(run):
+                pending.append(run)
+        except Exception as exc:  # noqa: BLE001 - in-process run: the task's final error lands here
+            pipeline.mark_failed(run.pk, f"{type(exc).__name__}: {exc}")
+    return pending
+
+
+def resume_unfinished_runs() -> list[int]:
+    """Queue every unfinished run again (``pending`` or ``running``, i.e. neither done nor failed);
+    returns the ids of those queued (none when the broker is unreachable: they stay pending).
+
+    Workers call this each time they connect to the broker (:mod:`evalsite.celery`, through the
+    ``metrics.resume_runs`` task), and Celery beat every five minutes: a run recorded while the
+    broker was down, or whose chunks were lost with a killed worker (a SIGKILLed worker's messages
+    stay unacknowledged until the broker's visibility timeout), then completes without anyone
+    running ``compute_metrics`` again. A run whose chunks are still queued or in progress is
+    harmlessly queued once more: ``start_run`` dispatches only units without a score, and scores are
+    unique per (run, unit) and written with conflicts ignored, so a repeated chunk finds its units
+    done and never duplicates a score."""
+    runs = list(MetricRun.objects.filter(status__in=(MetricRun.PENDING, MetricRun.RUNNING)).order_by("pk"))
+    pending = {r.pk for r in start_runs(runs)}
+    resumed = [r.pk for r in runs if r.pk not in pending]
+    if resumed:
+        log.info("resumed unfinished metric runs %s", resumed)
+    return resumed
+
+
 @shared_task(bind=True, name="metrics.resume_runs")
 def resume_runs(self, deferrals: int = 0) -> list[int]:
-    """Queue every unfinished metric run again (:func:`metrics.pipeline.resume_runs`); returns their ids.
+    """Queue every unfinished metric run again (:func:`resume_unfinished_runs`); returns their ids.
 
     While other messages wait in the queue (say the chunks of a run that was just started) the task
     puts itself back at the end of the queue instead, at most ``MAX_DEFERRALS`` times: by the time it
@@ -78,4 +153,4 @@ def resume_runs(self, deferrals: int = 0) -> list[int]:
     if deferrals < MAX_DEFERRALS and _waiting(self.app):
         resume_runs.apply_async(kwargs={"deferrals": deferrals + 1})
         return []
-    return pipeline.resume_runs()
+    return resume_unfinished_runs()

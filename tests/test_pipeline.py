@@ -81,15 +81,16 @@ def test_rerun_is_idempotent_and_force_recomputes(subset):
 def test_failed_chunk_is_retried_and_run_completes(subset, monkeypatch, settings):
     settings.METRICS_CHUNK_SIZE = 50
     calls = {"n": 0}
-    real = registry.score
+    metric = registry.METRICS["rouge_l"]
+    real = metric.score
 
-    def flaky(key, *args, **kwargs):
+    def flaky(batch):
         calls["n"] += 1
         if calls["n"] == 2:  # the second chunk fails once
             raise ConnectionError("worker lost its database connection")
-        return real(key, *args, **kwargs)
+        return real(batch)
 
-    monkeypatch.setattr(registry, "score", flaky)
+    monkeypatch.setattr(metric, "score", flaky)  # the pipeline calls the metric object's score
     run_command("compute_metrics", "--dataset", "sub", "--metric", "rouge_l", "--wait")
     run = MetricRun.objects.get(dataset=subset, metric="rouge_l")
     assert run.status == MetricRun.DONE
@@ -99,16 +100,17 @@ def test_failed_chunk_is_retried_and_run_completes(subset, monkeypatch, settings
 
 def test_run_is_never_done_with_missing_scores_and_resumes(subset, monkeypatch, settings):
     settings.METRICS_CHUNK_SIZE = 50
-    real = registry.score
+    metric = registry.METRICS["bleu_1"]
+    real = metric.score
     state = {"calls": 0, "broken": True}
 
-    def broken_third_chunk(key, *args, **kwargs):
+    def broken_third_chunk(batch):
         state["calls"] += 1
         if state["broken"] and state["calls"] >= 3:
             raise RuntimeError("scorer crashed")
-        return real(key, *args, **kwargs)
+        return real(batch)
 
-    monkeypatch.setattr(registry, "score", broken_third_chunk)
+    monkeypatch.setattr(metric, "score", broken_third_chunk)
     with pytest.raises(CommandError, match="did not finish: bleu_1: RuntimeError: scorer crashed"):
         run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_1", "--wait")
     run = MetricRun.objects.get(dataset=subset, metric="bleu_1")

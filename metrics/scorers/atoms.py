@@ -3,7 +3,7 @@
 Source
 ------
 L. Yao, N. Ballas, K. Cho, J. R. Smith and Y. Bengio, "Oracle Performance for Visual Captioning",
-BMVC 2016 (seed 003), Sec. 5.1 "Atom extraction": tag each caption, then
+BMVC 2016, Sec. 5.1 "Atom extraction": tag each caption, then
 
 * entity atoms: words tagged NN, NNP, NNPS, NNS, PRP;
 * action atoms: words tagged VB, VBD, VBG, VBN, VBP, VBZ;
@@ -54,7 +54,7 @@ import os
 from collections import Counter
 from typing import Iterable, NamedTuple, Sequence
 
-from evalsite import csvsafe
+from evalcore.csvsafe import restore_row, writer as safe_csv_writer
 
 __all__ = [
     "MODEL", "CATEGORIES", "TAG_CATEGORY", "UPOS_OF_TAG", "Atom", "AtomCount", "load_tagger", "lemmatize",
@@ -295,7 +295,7 @@ def write_atoms_csv(rows: Iterable, path_or_file, *, header: bool = True) -> int
     UTF-8, comma-separated, ``\\n`` line ends, an optional header ``word,category,count``, then one row
     ``word,category,count`` per atom; ``count`` may be empty. Words are written lower-case and
     stripped, as the campaign normalises them; a word a spreadsheet would run as a formula (``=``,
-    ``+``, ``-``, ``@`` first) gets a leading quote (:mod:`evalsite.csvsafe`), which the readers remove.
+    ``+``, ``-``, ``@`` first) gets a leading quote (:mod:`evalcore.csvsafe`), which the readers remove.
 
     Parameters
     ----------
@@ -322,7 +322,7 @@ def write_atoms_csv(rows: Iterable, path_or_file, *, header: bool = True) -> int
         clean.append((word, category, "" if count is None else str(count)))
 
     def _write(fh) -> None:
-        writer = csvsafe.writer(fh, lineterminator="\n")
+        writer = safe_csv_writer(fh, lineterminator="\n")
         if header:
             writer.writerow(CSV_HEADER)
         writer.writerows(clean)
@@ -339,7 +339,7 @@ def read_atoms_csv(path_or_file) -> list[AtomCount]:
     """Read an atoms CSV with the rules of ``crowd.views.owner.read_atoms`` (no Django needed).
 
     Blank rows are skipped and so is a first row whose first cell is ``word`` (any case); the quote
-    :func:`write_atoms_csv` puts before formula-like words is removed (:func:`evalsite.csvsafe.restore`);
+    :func:`write_atoms_csv` puts before formula-like words is removed (:func:`evalcore.csvsafe.restore`);
     each row is then validated like :func:`write_atoms_csv` does. Returns :class:`AtomCount` rows with ``count``
     None when empty. Raises ValueError for an invalid row, OSError for an unreadable path.
     """
@@ -348,7 +348,7 @@ def read_atoms_csv(path_or_file) -> list[AtomCount]:
             text = fh.read()
     else:
         text = path_or_file.read()
-    rows = [csvsafe.restore_row(r) for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
+    rows = [restore_row(r) for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
     if rows and rows[0][0].strip().lower() == "word":
         rows = rows[1:]
     return [AtomCount(*_normalise_row(n, r[:3] if len(r) > 3 else r)) for n, r in enumerate(rows, start=1)]

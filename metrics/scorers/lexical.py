@@ -3,7 +3,7 @@
 Sources
 -------
 - A. Kershaw and M. Bober, "The Lexical Gap: An Improved Measure of Automated Image Description
-  Quality", 2019 (seed 004): lexical diversity ratio ``l_d = L(c_m) / L(c_r)`` (Eq. 1), Lexical Gap
+  Quality", IWCS 2019: lexical diversity ratio ``l_d = L(c_m) / L(c_r)`` (Eq. 1), Lexical Gap
   ``L_g = 1 / (1 + exp(-alpha (l_d - mu)))`` with ``mu = 0.81``, ``alpha = 5`` (Eq. 2, Sec. 4.1),
   gap-weighted scores ``m_gap = M(s_n) L_g`` (Eq. 3) and ``m_ldr = M(s_n) l_d`` (Eq. 4).
   The five measures of its Table 2 are TTR, Root-TTR, Log-TTR, HD-D and MTLD; the paper uses HD-D.

@@ -2,7 +2,9 @@
 
 A distribution registers a metric under the entry-point group ``captioneval.metrics``; the entry
 point's *name* must be the metric key and it must resolve to a :class:`PluginMetric` (or a mapping
-with the same fields). For example, in the plugin's ``pyproject.toml``::
+with the same fields), or to an instance of :class:`metrics.scorers.base.Metric` written exactly like
+a built-in metric file (:mod:`metrics.scorers.builtin`). For example, in the plugin's
+``pyproject.toml``::
 
     [project.entry-points."captioneval.metrics"]
     word_f1 = "my_package:WORD_F1"
@@ -17,12 +19,15 @@ and in ``my_package/__init__.py``::
     WORD_F1 = PluginMetric("word_f1", "Word F1", "1", word_f1, range=(0.0, 1.0))
 
 :func:`metrics.scorers.registry.load_plugins` (run when the registry is imported) calls
-:func:`discover`, which loads every entry point of the group and validates it. A plugin that fails
-to import or to validate never breaks the platform: a warning naming it is logged and its key is
-listed as unavailable with the reason (``registry.UNAVAILABLE``, shown on the dashboard and by
-``compute_metrics --metric <key>``). ``python -m metrics.scorers.plugins`` lists what was found.
+:func:`discover`, which loads every entry point of the group and validates it, and wraps each
+:class:`PluginMetric` into a :class:`PluginAdapter`, a :class:`metrics.scorers.base.Metric` like the
+built-in ones. A plugin that fails to import or to validate never breaks the platform: a warning
+naming it is logged and its key is listed as unavailable with the reason (``registry.UNAVAILABLE``,
+shown on the dashboard and by ``compute_metrics --metric <key>``). ``python -m metrics.scorers.plugins``
+lists what was found.
 
-Django-free, like the rest of :mod:`metrics.scorers`.
+This module does not import :mod:`metrics.scorers.registry` (the registry imports it). Django-free,
+like the rest of :mod:`metrics.scorers`.
 """
 from __future__ import annotations
 
@@ -34,6 +39,9 @@ from importlib import metadata
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+
+from . import base
+from .builtin import discover as discover_builtin
 
 #: the entry-point group plugins register under
 ENTRY_POINT_GROUP = "captioneval.metrics"
@@ -126,7 +134,7 @@ class PluginMetric:
 class LoadedPlugin:
     """A validated plugin metric with where it came from (``distribution`` name and version)."""
 
-    metric: PluginMetric
+    metric: PluginMetric | base.Metric
     entry_point: str  # "name = module:attr"
     distribution: str
     distribution_version: str
@@ -146,8 +154,8 @@ class Discovery:
     problems: dict[str, str] = field(default_factory=dict)
 
 
-def _coerce(obj) -> PluginMetric:
-    if isinstance(obj, PluginMetric):
+def _coerce(obj) -> PluginMetric | base.Metric:
+    if isinstance(obj, (PluginMetric, base.Metric)):
         return obj
     if isinstance(obj, Mapping):
         try:
@@ -155,9 +163,22 @@ def _coerce(obj) -> PluginMetric:
         except TypeError as exc:
             raise PluginError(f"the mapping does not describe a PluginMetric: {exc}") from None
     raise PluginError(
-        f"the entry point must resolve to a metrics.scorers.plugins.PluginMetric (or a mapping of its fields), "
-        f"got {type(obj).__name__}"
+        f"the entry point must resolve to a metrics.scorers.plugins.PluginMetric (or a mapping of its fields) or a "
+        f"metrics.scorers.base.Metric instance, got {type(obj).__name__}"
     )
+
+
+def _validate(metric: PluginMetric | base.Metric, reserved: Iterable[str]) -> PluginMetric | base.Metric:
+    """:meth:`PluginMetric.validate`, or :func:`metrics.scorers.base.validate` plus the upload-prefix
+    rule for a Metric instance; PluginError saying what is wrong."""
+    if isinstance(metric, PluginMetric):
+        return metric.validate(reserved)
+    if isinstance(getattr(metric, "key", None), str) and metric.key.startswith(UPLOAD_PREFIX):
+        raise PluginError(f"key {metric.key!r}: the prefix {UPLOAD_PREFIX!r} is reserved for uploaded scores")
+    try:
+        return base.validate(metric, tuple(reserved))
+    except ValueError as exc:
+        raise PluginError(str(exc)) from None
 
 
 def discover(reserved: Iterable[str] = (), entry_points=None) -> Discovery:
@@ -180,7 +201,7 @@ def discover(reserved: Iterable[str] = (), entry_points=None) -> Discovery:
         dist_name = dist.name if dist is not None else "unknown distribution"
         dist_version = dist.version if dist is not None else "?"
         try:
-            metric = _coerce(ep.load()).validate(reserved)
+            metric = _validate(_coerce(ep.load()), reserved)
             if metric.key != ep.name:
                 raise PluginError(
                     f"the entry point is named {ep.name!r} but the metric's key is {metric.key!r}; they must be equal"
@@ -250,27 +271,63 @@ def call_scorer(plugin: LoadedPlugin, candidates: Sequence[str], references: Seq
     return values
 
 
+class PluginAdapter(base.Metric):
+    """A :class:`PluginMetric` as a :class:`metrics.scorers.base.Metric` (level ``caption``, family
+    ``plugin:<distribution>``), so the pipeline treats it like a built-in metric.
+
+    Needs: REFERENCES, plus WHOLE_CORPUS when the plugin declared ``needs_corpus`` (its scorer is then
+    called once with every candidate of the dataset). :meth:`score` runs :func:`call_scorer`."""
+
+    level = "caption"
+
+    def __init__(self, plugin: LoadedPlugin):
+        m = plugin.metric
+        self.plugin = plugin
+        super().__init__(
+            key=m.key, name=m.name, version=m.version, range=(float(m.range[0]), float(m.range[1])), higher=m.higher,
+            description=m.description, family=f"plugin:{plugin.distribution}",
+            needs={base.REFERENCES} | ({base.WHOLE_CORPUS} if m.needs_corpus else set()),
+        )
+
+    def parameters(self) -> dict:
+        return {"distribution": f"{self.plugin.distribution} {self.plugin.distribution_version}"}
+
+    def score(self, batch: base.Batch) -> base.Scores:
+        """The plugin's scores of ``batch.candidates`` against ``batch.references`` (checked by
+        :func:`call_scorer`). ValueError when the two lengths differ; PluginError for bad output."""
+        if len(batch.candidates) != len(batch.references):
+            raise ValueError(f"{len(batch.candidates)} candidates but {len(batch.references)} reference lists")
+        return base.Scores(call_scorer(self.plugin, batch.candidates, batch.references))
+
+
+def as_metric(plugin: LoadedPlugin) -> base.Metric:
+    """The plugin's metric as a :class:`metrics.scorers.base.Metric`: a :class:`PluginAdapter` for a
+    :class:`PluginMetric`, the object itself when the plugin exported a Metric instance."""
+    return plugin.metric if isinstance(plugin.metric, base.Metric) else PluginAdapter(plugin)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m metrics.scorers.plugins``: list the plugin metrics found in this environment, and the
-    unavailable ones with the reason. Returns 0 (a broken plugin is reported, not an error)."""
-    from . import registry
+    unavailable ones with the reason. Returns 0 (a broken plugin is reported, not an error).
 
-    registry.load_plugins()
-    if not registry.PLUGINS and not registry.PLUGIN_PROBLEMS:
+    Plugins may not take the keys and group names of the built-in metrics (discovered here from
+    :mod:`metrics.scorers.builtin`, as the registry does)."""
+    found = discover(discover_builtin().reserved)
+    if not found.loaded and not found.problems:
         print(f"no plugin metrics installed (entry-point group {ENTRY_POINT_GROUP!r})")
         return 0
-    for key, plugin in registry.PLUGINS.items():
+    for key, plugin in found.loaded.items():
         m = plugin.metric
         print(f"{key}\tavailable\t{m.name}, version {m.version}, higher is {m.higher}, from {plugin.distribution} "
               f"{plugin.distribution_version} ({plugin.entry_point})")
-    for name, reason in registry.PLUGIN_PROBLEMS.items():
+    for name, reason in found.problems.items():
         print(f"{name}\tunavailable\t{reason}")
     return 0
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through a subprocess in the tests
+    import importlib
     import sys
 
-    from metrics.scorers.plugins import main as _main  # the importable module, not __main__'s copy
-
-    sys.exit(_main())
+    # the importable module, not __main__'s copy: plugins build metrics.scorers.plugins.PluginMetric
+    sys.exit(importlib.import_module("metrics.scorers.plugins").main())

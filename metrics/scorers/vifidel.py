@@ -42,11 +42,11 @@ Word Mover's Distance (Kusner et al. 2015) between the object bag and the descri
 The paper text: "VIFIDEL is defined as the similarity between the semantic content in image I and a
 description d. It is specified by the inverse of the minimum cumulative cost required to move
 semantic labels (e.g. object categories) from image I to words in the description d. This converts
-WMD from a distance measure to a similarity measure." The formula itself is lost in the text copy
-available here (seed 002) and the reference code returns the distance only. ``exp(-WMD)`` is chosen
-because it is how the WMD caption metric VIFIDEL builds on and compares with turns the distance into
-a score (Kilickaya et al. 2017, as implemented in the coco-caption fork's ``WMD.calc_score``:
-``exp(-distance / sigma)``, sigma = 1), and it is consistent with the paper's example scores in
+WMD from a distance measure to a similarity measure." The formula itself does not survive in the
+plain text of the paper (Madhyastha, Wang & Specia, ACL 2019) and the reference code returns the
+distance only. ``exp(-WMD)`` is chosen because it is how the WMD caption metric VIFIDEL builds on
+and compares with turns the distance into a score (Kilickaya et al. 2017, as implemented in the
+coco-caption fork's ``WMD.calc_score``: ``exp(-distance / sigma)``, sigma = 1), and it is consistent with the paper's example scores in
 (0, 1] (0.70 - 0.83, Figure 5, weighted); a literal 1/WMD is not (weighted distances are mostly below
 0.5, e.g. 0.139 for the reference sample with GloVe, so 1/WMD > 2). ``1 / (1 + WMD)`` would also fit
 those values; it orders items identically (both are decreasing in the distance), so rank correlations

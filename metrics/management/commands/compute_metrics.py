@@ -7,11 +7,11 @@ broker is unreachable the command says so within seconds and leaves the runs rec
 """
 import time
 
+from celery import current_app as celery_app  # evalsite.celery's app (wiring layer: not imported)
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from evalsite.celery import app as celery_app
-from metrics import pipeline
+from metrics import pipeline, tasks
 from metrics.models import MetricRun
 from metrics.scorers.registry import GROUPS, METRICS
 from metrics.signals import run_progress
@@ -74,7 +74,7 @@ class Command(BaseCommand):
 
         run_progress.connect(on_progress, weak=False)
         try:
-            pending = pipeline.start_runs(todo)
+            pending = tasks.start_runs(todo)
             if pending:
                 bar.clear()
                 ids = ", ".join(str(r.pk) for r in pending)

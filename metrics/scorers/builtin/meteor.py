@@ -1,0 +1,37 @@
+"""METEOR 1.5 per caption (Denkowski & Lavie 2014, WMT), from pycocoevalcap.
+
+pycocoevalcap (https://github.com/tylin/coco-caption) runs the METEOR 1.5 jar with ``-l en -norm``
+(English, normalised punctuation and case); :func:`metrics.scorers.coco.meteor` keeps one JVM per
+process. Needs a Java runtime.
+"""
+from __future__ import annotations
+
+from .. import base
+from ..coco import PYCOCOEVALCAP_VERSION, meteor
+
+ORDER = 20
+
+
+class Meteor(base.Metric):
+    """METEOR 1.5 of each candidate against its references; range [0, 1]."""
+
+    key = "meteor"
+    name = "METEOR"
+    version = f"{PYCOCOEVALCAP_VERSION}/meteor-1.5"
+    level = "caption"
+    range = (0.0, 1.0)
+    needs = frozenset({base.REFERENCES, base.JVM})
+    family = "meteor"
+    groups = ("coco",)
+    description = "METEOR 1.5 (Denkowski & Lavie 2014), -l en -norm, from pycocoevalcap."
+
+    def parameters(self) -> dict:
+        return {"language": "en", "norm": True}
+
+    def score(self, batch: base.Batch) -> base.Scores:
+        """METEOR of ``batch.candidates`` against ``batch.references``: float64 (n_captions,).
+        Raises JavaMissingError without a Java runtime."""
+        return base.Scores(meteor(batch.candidates, batch.references))
+
+
+METRICS = [Meteor()]
