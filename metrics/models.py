@@ -17,6 +17,35 @@ from django.utils import timezone
 from crowd.models import Caption, Dataset, Image, System
 
 
+class NaNFloatField(models.FloatField):
+    """A float column that keeps NaN ("undefined for this unit") on every database backend.
+
+    PostgreSQL stores NaN in ``double precision`` as it is. SQLite has no NaN: it turns NaN into NULL,
+    so a NOT NULL column refuses the row and ``bulk_create(ignore_conflicts=True)`` (``INSERT OR
+    IGNORE``) then drops it without a word -- a run with one undefined score never completed on the
+    SQLite quick start. This field is nullable, writes NaN as NULL on SQLite only, and reads NULL back
+    as NaN everywhere, so callers always see a float.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs["null"] = True
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self):
+        name, path, args, kwargs = super().deconstruct()
+        kwargs.pop("null", None)
+        return name, path, args, kwargs
+
+    def get_db_prep_value(self, value, connection, prepared=False):
+        value = super().get_db_prep_value(value, connection, prepared)
+        if connection.vendor == "sqlite" and isinstance(value, float) and value != value:
+            return None
+        return value
+
+    def from_db_value(self, value, expression, connection):
+        return float("nan") if value is None else value
+
+
 def params_key(params: dict) -> str:
     """Stable SHA-256 of a parameter dict (canonical JSON), used in the run's unique key."""
     return hashlib.sha256(json.dumps(params, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -85,7 +114,7 @@ class MetricRun(models.Model):
 class MetricScore(models.Model):
     run = models.ForeignKey(MetricRun, on_delete=models.CASCADE, related_name="scores")
     caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="metric_scores")
-    value = models.FloatField()
+    value = NaNFloatField(help_text="NaN when undefined for this caption (VIFIDEL: no known word or no objects)")
     raw = models.FloatField(
         null=True, blank=True,
         help_text="the untransformed quantity where the value is derived from one (VIFIDEL: the word "
@@ -109,7 +138,7 @@ class SetScore(models.Model):
     run = models.ForeignKey(MetricRun, on_delete=models.CASCADE, related_name="set_scores")
     image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="+")
     system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
-    value = models.FloatField(help_text="NaN when undefined for this set (see the run's notes)")
+    value = NaNFloatField(help_text="NaN when undefined for this set (see the run's notes)")
     n_captions = models.PositiveIntegerField()
 
     class Meta:
@@ -129,7 +158,7 @@ class SystemScore(models.Model):
 
     run = models.ForeignKey(MetricRun, on_delete=models.CASCADE, related_name="system_scores")
     system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="+")
-    value = models.FloatField()
+    value = NaNFloatField(help_text="NaN when undefined for this system (a corpus too short for HD-D)")
     details = models.JSONField(default=dict)
 
     class Meta:

@@ -41,3 +41,33 @@ def test_flickr8k_expert_on_embedded_sqlite(tmp_path):
     # Unknown metric: one line, non-zero exit, nothing changed.
     bad = manage("correlate", "--dataset", "flickr8k-expert", "--metric", "cider", "--json", env=env)
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "unknown metric 'cider'" in bad.stderr
+
+
+def test_set_level_run_with_undefined_sets_completes_on_sqlite(tmp_path):
+    """SQLite cannot store NaN (it becomes NULL): a set of one caption, whose LSA diversity is
+    undefined, used to be dropped silently by INSERT OR IGNORE and the run never finished. Every set
+    must be stored, the undefined ones read back as NaN."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env["EVALSITE_VAR_DIR"] = str(tmp_path / "var")
+    assert manage("migrate", "-v", "0", env=env).returncode == 0
+    imported = manage("import_dataset", "flickr8k-expert", str(FLICKR8K), "--name", "flickr8k-expert", env=env)
+    assert imported.returncode == 0, imported.stderr
+    computed = manage("compute_metrics", "--dataset", "flickr8k-expert", "--metric", "lsa", "--wait", env=env)
+    assert computed.returncode == 0, computed.stderr
+    probe = (
+        "import json, math\n"
+        "from collections import Counter\n"
+        "from crowd.models import Caption\n"
+        "from metrics.models import MetricRun, SetScore\n"
+        "run = MetricRun.objects.get(metric='lsa')\n"
+        "sizes = Counter(Caption.objects.filter(image__dataset=run.dataset).values_list('image_id', 'system_id'))\n"
+        "values = dict(((i, s), v) for i, s, v in SetScore.objects.filter(run=run).values_list('image_id', 'system_id', 'value'))\n"
+        "print(json.dumps({'status': run.status, 'total': run.total, 'stored': len(values), 'sets': len(sizes),\n"
+        "  'singles': sum(1 for n in sizes.values() if n < 2),\n"
+        "  'nan_where_single': sorted(k for k, n in sizes.items() if n < 2) == sorted(k for k, v in values.items() if math.isnan(v))}))\n"
+    )
+    shown = manage("shell", "-c", probe, env=env)
+    assert shown.returncode == 0, shown.stderr
+    state = json.loads(shown.stdout.strip().splitlines()[-1])
+    assert state["status"] == "done" and state["stored"] == state["total"] == state["sets"], state
+    assert state["singles"] == 5 and state["nan_where_single"], state  # 5 sets of one caption
