@@ -12,37 +12,26 @@ Behind reverse proxies, ``settings.RATELIMIT_TRUSTED_PROXIES`` (``DJANGO_TRUSTED
 :mod:`evalsite.production`) says how many of them append to ``X-Forwarded-For``, so that anonymous
 clients (e.g. someone guessing invitation tokens) are counted by their own address, not all together
 by the proxy's.
+
+Rates are parsed by :func:`evalsite.rates.parse_rate` (re-exported here), which the production
+settings also use to refuse a bad ``RATER_RATE_LIMIT`` at start-up.
 """
 from __future__ import annotations
 
 import functools
 import ipaddress
 import logging
-import re
 import time
 
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpResponse, JsonResponse
 
+from evalsite.rates import parse_rate
+
+__all__ = ("parse_rate", "hit", "client_address", "client_key", "too_many", "rater_limited")
+
 log = logging.getLogger("crowd.ratelimit")
-
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smh])\s*$")
-_UNIT = {"s": 1, "m": 60, "h": 3600}
-
-
-def parse_rate(rate: str) -> tuple[int, int] | None:
-    """``"120/m"`` -> (120, 60): requests per window of seconds; ``"0"``/empty -> None (no limit).
-    ``"10/5s"`` is 10 per 5 seconds. Raises ValueError for anything else."""
-    if rate is None or str(rate).strip() in ("", "0"):
-        return None
-    m = _RATE.match(str(rate))
-    if not m:
-        raise ValueError(f"bad rate {rate!r}: use N/s, N/m, N/h or N/<k>s (e.g. 120/m)")
-    n, k, unit = int(m.group(1)), int(m.group(2) or 1), m.group(3)
-    if k == 0:
-        raise ValueError(f"bad rate {rate!r}: the window cannot be 0 seconds")
-    return (n, k * _UNIT[unit]) if n else None
 
 
 def hit(key: str, rate: str, now: float | None = None) -> int:

@@ -46,6 +46,12 @@ class Faults:
 
 @dataclass
 class SimulationResult:
+    """What a simulation did: ``raters`` taking part; ``counts`` of events (``submitted``,
+    ``returned``, ``abandoned``, ``late``, ``double``, ``http_<status>`` for unexpected answers);
+    ``stop_reasons``, how many raters stopped for each reason the server gave (``done``,
+    ``no_tasks``, ...); ``seconds`` of wall-clock time. ``str()`` gives the one-line summary that
+    ``manage.py simulate_raters`` prints."""
+
     raters: int
     counts: Counter = field(default_factory=Counter)  # submitted, returned, abandoned, late, double, http_<status>
     stop_reasons: Counter = field(default_factory=Counter)
@@ -91,9 +97,11 @@ class HttpTransport:
         return r.status_code, r.headers.get("Location", ""), r.text
 
     def get(self, path):
+        """GET ``path`` (relative to the base URL): ``(status, Location header, body text)``."""
         return self._send("GET", path)
 
     def post(self, path, data):
+        """POST the form ``data`` (a dict) to ``path``: ``(status, Location header, body text)``."""
         return self._send("POST", path, data)
 
 
@@ -106,10 +114,12 @@ class ClientTransport:
         self.client = Client(SERVER_NAME="localhost")
 
     def get(self, path):
+        """GET ``path``: ``(status, Location header, body text)``."""
         r = self.client.get(path)
         return r.status_code, r.get("Location", ""), r.content.decode()
 
     def post(self, path, data):
+        """POST the form ``data`` (a dict) to ``path``: ``(status, Location header, body text)``."""
         r = self.client.post(path, data)
         return r.status_code, r.get("Location", ""), r.content.decode()
 
@@ -119,6 +129,13 @@ def _path(location: str) -> str:
 
 
 class SimulatedRater:
+    """One simulated person working through a campaign's rater pages with ``transport``
+    (:class:`HttpTransport` or :class:`ClientTransport`): joins with the worker's invitation link,
+    previews, accepts and submits tasks with answers from the kind's
+    :meth:`~crowd.kinds.base.TaskKind.simulate` (``profile``: noise or spammer), and injects the
+    ``faults``. Events are counted into the shared ``result`` under ``lock``; ``seed`` makes its
+    random choices repeatable."""
+
     def __init__(self, campaign: Campaign, worker: Worker, transport, profile: RaterProfile, faults: Faults,
                  seed: int, hints: dict, result: SimulationResult, lock: threading.Lock):
         self.campaign, self.worker, self.http = campaign, worker, transport
@@ -138,10 +155,13 @@ class SimulatedRater:
                 connection.close()
 
     def count(self, key, n=1):
+        """Add ``n`` to the shared event counter ``key`` (thread-safe)."""
         with self.lock:
             self.result.counts[key] += n
 
     def join(self):
+        """Open the worker's invitation link (a session for this rater); RuntimeError unless the
+        server answers with a redirect."""
         status, location, _ = self.http.get(f"/rate/join/{self.worker.token}/?next=/rate/{self.campaign.name}/")
         if status != 302:
             raise RuntimeError(f"invitation link answered {status}")
@@ -175,6 +195,8 @@ class SimulatedRater:
         return None
 
     def do_task(self, task_path):
+        """Open the task page at ``task_path`` and submit, return or abandon it (faults drawn
+        with this rater's random generator)."""
         status, _, html = self.http.get(task_path)
         if status != 200:
             self.count(f"http_{status}")
@@ -221,13 +243,17 @@ def simulate(
     ``campaign`` until nothing is left for any of them. With ``url`` they talk HTTP to that server
     (``threads`` at a time, default all at once); without, they run one after another in-process.
     Rounds repeat while a round still completed work (a task returned or expired at the end of a
-    round is picked up by the next). Returns counts of what happened."""
+    round is picked up by the next). The raters (new invited workers, or ``workers``) are made
+    raters of ``campaign`` (:func:`crowd.engine.add_raters`). Returns counts of what happened."""
     from . import engine
 
     if campaign.state != Campaign.LIVE:
         raise ValueError(f"campaign {campaign.name!r} is {campaign.state}; publish it first (set it live)")
     faults = faults or Faults()
-    workers = workers or engine.invite_workers(raters, label="sim-")
+    if workers:  # the given workers become raters of the campaign (the rater pages serve only those)
+        engine.add_raters(campaign, workers)
+    else:
+        workers = engine.invite_workers(raters, label="sim-", campaign=campaign)
     hints = get_kind(campaign.kind).simulation_hints(campaign)
     result = SimulationResult(raters=len(workers))
     lock = threading.Lock()

@@ -27,6 +27,8 @@ RETRYABLE = (OperationalError, InterfaceError)
 
 
 def wants_json(request) -> bool:
+    """Whether the client asked for JSON only (``Accept`` names ``application/json`` and not
+    ``text/html``), e.g. the rater pages' scripts and the simulated raters' API calls."""
     accept = request.headers.get("Accept", "")
     return "application/json" in accept and "text/html" not in accept
 

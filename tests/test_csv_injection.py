@@ -20,7 +20,7 @@ from crowd import engine
 from crowd.export import COLUMNS
 from crowd.models import Assignment, Campaign, Item
 from crowd.simulate import simulate
-from evalsite.csvsafe import TRIGGERS, is_number_text, needs_quote, neutralise, restore, writer
+from evalcore.csvsafe import TRIGGERS, is_number_text, needs_quote, neutralise, restore, writer
 from metrics.scorers.atoms import read_atoms_csv
 
 from .conftest import run_command

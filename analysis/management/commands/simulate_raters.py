@@ -1,4 +1,11 @@
-"""python manage.py simulate_raters --campaign NAME [--raters 20] [--spammers 2] [--url http://...]"""
+"""python manage.py simulate_raters --campaign NAME [--raters 20] [--spammers 2] [--url http://...]
+
+Simulated raters (:func:`crowd.simulate.simulate`) work on a live campaign, then the campaign report
+(:func:`analysis.campaigns.campaign_report`: progress, Krippendorff's alpha, human ceiling,
+metric-human correlations) is printed. The command lives in the ``analysis`` app because it prints
+an analysis report: ``crowd`` sits below ``analysis`` in the layering (``tests/test_layering.py``)
+and must not import it.
+"""
 from django.core.management.base import BaseCommand, CommandError
 
 from analysis.campaigns import campaign_report
@@ -7,6 +14,10 @@ from crowd.simulate import Faults, simulate
 
 
 class Command(BaseCommand):
+    """``simulate_raters``: options and output as documented in the README (one summary line, then
+    progress, agreement, ceiling and correlations of the campaign report). CommandError for an
+    unknown campaign, bad rater counts, or a campaign that is not live."""
+
     help = "Simulate raters working on a live campaign through the rater pages (for demos and tests)."
 
     def add_arguments(self, parser):

@@ -13,7 +13,8 @@ every string. To make that hold, a text that already starts with quotes followed
 only on files the platform wrote itself (the atoms CSV of ``visual_atoms``, the ``Input.*`` columns of
 an MTurk batch results file, which echo our input CSV); a file someone wrote by hand is read as is.
 
-No Django: ``from evalsite.csvsafe import writer, neutralise, restore``.
+No Django, no Celery (the package :mod:`evalcore` imports nothing of the platform):
+``from evalcore.csvsafe import writer, neutralise, restore``.
 """
 from __future__ import annotations
 
