@@ -1,9 +1,16 @@
-"""Quality control of a campaign: gold accuracy and worker standing, per-worker statistics,
-inter-annotator agreement (Krippendorff's alpha with the kind's distance) and aggregation.
+"""Quality control of a campaign: gold accuracy, per-worker statistics, inter-annotator agreement
+(Krippendorff's alpha with the kind's distance) and aggregation. Everything kind-specific (units,
+scales, distance, aggregation) comes from the campaign's task kind (:mod:`crowd.kinds`).
 
-Thresholds (per campaign): once a worker has answered ``gold_min_answers`` gold items, a gold
-accuracy below ``gold_block_below`` blocks them (no more tasks; their counted judgments are taken
-out so other workers redo those items) and below ``gold_warn_below`` warns them (shown to owners).
+Thresholds (per campaign), applied by :func:`crowd.engine.update_worker_status` after each gold
+answer: once a worker has answered ``gold_min_answers`` gold items, a gold accuracy below
+``gold_block_below`` blocks them (no more tasks; their counted judgments are taken out so other
+workers redo those items) and below ``gold_warn_below`` warns them (shown to owners).
+
+Krippendorff's alpha: Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", and
+(2004), *Content Analysis*, section 11.3 (:func:`analysis.statistics.krippendorff_alpha_from_triples`);
+Dawid-Skene: Dawid & Skene (1979), "Maximum likelihood estimation of observer error-rates using the
+EM algorithm" (:func:`analysis.statistics.dawid_skene`).
 """
 from __future__ import annotations
 
@@ -19,41 +26,16 @@ from analysis.statistics import (
 from .kinds import get_kind
 from .models import Assignment, Campaign, Worker, WorkerStatus
 
-SCALES = {"diversity": (0.0, 1.0), "relevance": (1.0, 5.0), "thoroughness": (1.0, 5.0)}
-
 
 def gold_accuracy(campaign: Campaign, worker: Worker) -> tuple[int, int]:
-    """(gold items answered, answered correctly) by ``worker`` in ``campaign``."""
+    """(gold items answered, answered correctly) by ``worker`` in ``campaign``: verified answers
+    only (an unconfirmed provider claim is never graded, so it can never get anyone blocked)."""
     rows = list(
-        Assignment.objects.filter(campaign=campaign, worker=worker, item__is_gold=True, gold_correct__isnull=False)
+        Assignment.objects.filter(campaign=campaign, worker=worker, item__is_gold=True, gold_correct__isnull=False,
+                                  verified=True)
         .values_list("gold_correct", flat=True)
     )
     return len(rows), sum(rows)
-
-
-def update_worker_status(campaign: Campaign, worker: Worker) -> str:
-    """Apply the gold thresholds to ``worker``; returns the new state (ok, warned, blocked). A
-    block is final (an owner may lift it in the admin) and releases the worker's counted work."""
-    from .engine import release_counted_work
-
-    n, correct = gold_accuracy(campaign, worker)
-    status, _ = WorkerStatus.objects.get_or_create(campaign=campaign, worker=worker, defaults={"state": WorkerStatus.OK})
-    if status.state == WorkerStatus.BLOCKED or n < campaign.gold_min_answers:
-        return status.state
-    accuracy = correct / n
-    if accuracy < campaign.gold_block_below:
-        status.state = WorkerStatus.BLOCKED
-        status.reason = f"gold accuracy {correct}/{n} = {accuracy:.0%} < {campaign.gold_block_below:.0%}"
-        status.save()
-        release_counted_work(campaign, worker)
-    elif accuracy < campaign.gold_warn_below:
-        status.state = WorkerStatus.WARNED
-        status.reason = f"gold accuracy {correct}/{n} = {accuracy:.0%} < {campaign.gold_warn_below:.0%}"
-        status.save()
-    elif status.state != WorkerStatus.OK:
-        status.state, status.reason = WorkerStatus.OK, ""
-        status.save()
-    return status.state
 
 
 def counted_units(campaign: Campaign):
@@ -123,10 +105,11 @@ def aggregate(campaign: Campaign, method: str | None = None) -> dict:
 def worker_stats(campaign: Campaign) -> list[dict]:
     """One row per worker: tasks by state, counted judgments, gold accuracy, median seconds per
     task, standing, and agreement with the other workers (for scales 1 - mean |own - others' mean|
-    / scale range; for votes the share of units where the worker agrees with the others' majority)."""
+    / scale range; for votes the share of units where the worker agrees with the others' majority).
+    Verified assignments only: unconfirmed provider claims are nobody's record yet."""
     spec = get_kind(campaign.kind)
     rows = {}
-    qs = Assignment.objects.filter(campaign=campaign).select_related("worker", "item")
+    qs = Assignment.objects.filter(campaign=campaign, verified=True).select_related("worker", "item")  # no claims
     for a in qs:
         r = rows.setdefault(a.worker_id, {
             "worker": a.worker.rater_id, "label": a.worker.label, "states": defaultdict(int), "counted": 0,
@@ -177,6 +160,6 @@ def _agreement_with_others(campaign, spec) -> dict:
                 top = max(counts.values())
                 scores[rater].append(1.0 if counts.get(value, 0) == top else 0.0)
             else:
-                lo, hi = SCALES.get(criterion, (0.0, 1.0))
-                scores[rater].append(1.0 - abs(value - sum(others) / len(others)) / (hi - lo))
+                span = spec.scale(criterion).span
+                scores[rater].append(1.0 - abs(value - sum(others) / len(others)) / span)
     return {r: sum(v) / len(v) for r, v in scores.items()}

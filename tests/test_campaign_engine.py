@@ -357,6 +357,33 @@ def test_failed_gold_blocks_the_worker_and_their_work_is_redone_by_others(datase
     assert engine.worker_state(c, good) == WorkerStatus.OK
 
 
+@pytest.mark.parametrize("kind", ["rating", "description"])
+def test_releasing_a_workers_counted_work_undoes_what_the_kind_recorded(dataset, kind):
+    """A blocked worker's counted work is released through the kind: judgment rows for ratings, the
+    collected captions for descriptions; another worker's records stay."""
+    c = make(dataset, kind, options={"images": 2}, k=2)
+    w1, w2 = engine.invite_workers(2)
+    mine = []
+    for w in (w1, w2, w1):
+        a = engine.accept(c, w)
+        engine.submit(a.pk, w, valid_answer(a))
+        if w == w1:
+            mine.append(a.pk)
+    recorded = (HumanJudgment.objects.filter(campaign=c).count() if kind == "rating"
+                else Caption.objects.filter(system__name="campaign-c-description").count())
+    assert recorded == (6 if kind == "rating" else 3)
+    assert engine.release_counted_work(c, w1) == 2
+    if kind == "rating":
+        assert set(HumanJudgment.objects.filter(campaign=c).values_list("rater", flat=True)) == {w2.rater_id}
+        assert HumanJudgment.objects.filter(campaign=c).count() == 2
+    else:
+        left = Caption.objects.filter(system__name="campaign-c-description")
+        assert [cap.key for cap in left] == [f"assignment-{Assignment.objects.get(worker=w2).pk}"]
+    assert not Assignment.objects.filter(pk__in=mine, counted=True).exists()
+    assert Assignment.objects.filter(pk__in=mine, slot__isnull=True).count() == 2
+    assert not Item.objects.filter(campaign=c, full=True).exists()
+
+
 def test_description_checks_length_and_duplicates(dataset):
     c = make(dataset, "description", options={"images": 2})
     w = engine.invite_workers(1)[0]

@@ -1,4 +1,4 @@
-"""The task kinds of rating campaigns, one module each:
+"""The task kinds of rating campaigns, one module each, and their registry:
 
 =====================  ======================================  =========  ==========  ============
 kind                   what the rater does                     scale      agreement   aggregate
@@ -9,23 +9,41 @@ kind                   what the rater does                     scale      agreem
 ``visual_atom``        is this word visual?                    yes/no     nominal     majority
 ``description``        describes the image (free text)         text       --          new captions
 =====================  ======================================  =========  ==========  ============
+
+Adding a kind is one new module in this package: a :class:`TaskKind` subclass and a call to
+:func:`register` with an instance of it at the end of the module. Importing this package imports
+the built-in kinds above first (they keep this listing order in forms and ``create_campaign``),
+then every other module of the package in name order (:func:`pkgutil.iter_modules`). A kind kept
+outside the package (a plugin distribution, a test) calls :func:`register` the same way and is
+available once its module has been imported. Look kinds up with :func:`get_kind`.
 """
-from .base import AnswerError, CampaignSpecError, ItemSpec, RaterProfile, TaskKind, Unit
-from .description import Description
-from .diversity import Diversity
-from .forced_choice import ForcedChoice
-from .rating import Rating
-from .visual_atom import VisualAtom
+import importlib
+import pkgutil
 
-KINDS: dict[str, TaskKind] = {k.name: k for k in (Diversity(), Rating(), ForcedChoice(), VisualAtom(), Description())}
+from .base import (
+    KINDS,
+    AnswerError,
+    CampaignSpecError,
+    ItemSpec,
+    Judgments,
+    PairVotes,
+    RaterProfile,
+    Scale,
+    Shown,
+    TaskKind,
+    Unit,
+    get_kind,
+    kind_of,
+    register,
+    report_sections,
+    unregister,
+)
 
+BUILTIN = ("diversity", "rating", "forced_choice", "visual_atom", "description")
+for _module in (*BUILTIN, *sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in BUILTIN)):
+    importlib.import_module(f"{__name__}.{_module}")
 
-def get_kind(name: str) -> TaskKind:
-    """The kind called ``name``; raises CampaignSpecError listing the known kinds."""
-    try:
-        return KINDS[name]
-    except KeyError:
-        raise CampaignSpecError(f"unknown campaign kind {name!r}; choose from: {', '.join(KINDS)}") from None
-
-
-__all__ = ["KINDS", "AnswerError", "CampaignSpecError", "ItemSpec", "RaterProfile", "TaskKind", "Unit", "get_kind"]
+__all__ = [
+    "KINDS", "AnswerError", "CampaignSpecError", "ItemSpec", "Judgments", "PairVotes", "RaterProfile", "Scale",
+    "Shown", "TaskKind", "Unit", "get_kind", "kind_of", "register", "report_sections", "unregister",
+]

@@ -1,5 +1,6 @@
-"""Description collection (seed 004, van Miltenburg et al.'s elicitation instruction "Describe this
-image as if describing it to a friend"): free text, one description per rater and image.
+"""Description collection (Kershaw & Bober 2019, "The Lexical Gap", Sec. 3.1; van Miltenburg et
+al.'s elicitation instruction "Describe this image as if describing it to a friend"): free text,
+one description per rater and image.
 
 Checks: at least ``min_words`` words (default 5; words of any script, see
 :func:`crowd.kinds.base.words`) and at most ``max_chars`` characters (default 500) after whitespace
@@ -17,6 +18,7 @@ from .base import (
     TaskKind,
     image_fields,
     pick_images,
+    register,
     words,
 )
 
@@ -26,12 +28,22 @@ FILLERS = ["on a sunny day", "in the middle of the picture", "while others watch
 
 
 def system_name(campaign) -> str:
+    """The name of the human system that holds ``campaign``'s collected descriptions."""
     return f"campaign-{campaign.name}"
 
 
+def caption_key(assignment_id: int) -> str:
+    """The key of the caption recorded for the assignment ``assignment_id``."""
+    return f"assignment-{assignment_id}"
+
+
 class Description(TaskKind):
+    """Free-text description of an image; unit: the image; no criteria, gold or agreement; each
+    counted description is recorded as a caption (see the module docstring)."""
+
     name = "description"
     title = "Describe the image"
+    unit = "image"
     criteria = ()
     agreement_level = None
     aggregation = "none"
@@ -85,9 +97,16 @@ class Description(TaskKind):
 
         system = System.objects.get(dataset=assignment.campaign.dataset, name=system_name(assignment.campaign))
         Caption.objects.create(
-            image_id=assignment.item.payload["image"], system=system, key=f"assignment-{assignment.pk}",
+            image_id=assignment.item.payload["image"], system=system, key=caption_key(assignment.pk),
             text=answer["text"],
         )
+
+    def release(self, campaign, worker, assignment_ids):
+        """Also remove the captions the released assignments added to the campaign's system."""
+        from crowd.models import Caption
+
+        super().release(campaign, worker, assignment_ids)
+        Caption.objects.filter(system__dataset=campaign.dataset, key__in=[caption_key(i) for i in assignment_ids]).delete()
 
     def simulation_hints(self, campaign):
         refs = {}
@@ -101,3 +120,6 @@ class Description(TaskKind):
             return {"description": "good"}
         base = rng.choice(refs).rstrip(" .")
         return {"description": f"{base} {rng.choice(FILLERS)} {rng.randint(1, 10**6)} ."}
+
+
+register(Description())

@@ -1,5 +1,5 @@
 """Caption-set diversity (Wang & Chan, CVPR 2019, "Describing like humans: on diversity in image
-captioning", Sec. 5.3 human evaluation; seeds 000/001).
+captioning", Sec. 5.3 human evaluation).
 
 One image and several caption sets (e.g. the human references and each model's set) are shown
 together; the rater scores each set's diversity in [0, 1], where diversity means the captions use
@@ -15,12 +15,15 @@ from .base import (
     AnswerError,
     CampaignSpecError,
     ItemSpec,
+    Scale,
+    Shown,
     TaskKind,
     Unit,
     default_gold,
     image_fields,
     parse_number,
     pick_images,
+    register,
     words,
 )
 
@@ -39,9 +42,15 @@ def latent_diversity(captions: list[str]) -> float:
 
 
 class Diversity(TaskKind):
+    """Diversity of each caption set of an image, 0-1; unit: the caption set of one system for one
+    image (see the module docstring)."""
+
     name = "diversity"
     title = "Caption-set diversity"
+    unit = "caption_set"
     criteria = ("diversity",)
+    scales = {"diversity": Scale(0.0, 1.0)}
+    metric_criteria = ("diversity",)
     agreement_level = "interval"
     template = "crowd/tasks/diversity.html"
     template_version = "diversity-1"
@@ -146,6 +155,22 @@ class Diversity(TaskKind):
             for s, v in zip(payload["sets"], answer["scores"]) if s["system"] is not None
         ])
 
+    def unit_captions(self, campaign):
+        """{"<image id>/<system id>": ids of every caption of that system for that image in the
+        dataset} (a per-caption metric is compared through its mean over the set)."""
+        from crowd.models import Caption
+
+        members = {}
+        rows = Caption.objects.filter(image__dataset=campaign.dataset).values_list("pk", "image_id", "system_id")
+        for pk, image_id, system_id in rows:
+            members.setdefault(f"{image_id}/{system_id}", []).append(pk)
+        return members
+
+    def shown(self, order, answer):
+        """The score given to the set shown at each screen position (1 = first)."""
+        return Shown(scores={pos + 1: answer["scores"][index] for pos, index in enumerate(order["sets"])},
+                     n_shown=len(order["sets"]))
+
     def simulate(self, payload, order, rng, profile, hints):
         data = {}
         for pos, index in enumerate(order["sets"]):
@@ -153,3 +178,6 @@ class Diversity(TaskKind):
             value = rng.random() if profile.spammer else latent_diversity(texts) + rng.gauss(0, profile.noise)
             data[f"set_{pos}"] = f"{min(1.0, max(0.0, value)):.2f}"
         return data
+
+
+register(Diversity())

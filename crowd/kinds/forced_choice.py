@@ -1,6 +1,7 @@
 """Forced choice: which of two captions, B or C, is more similar to reference caption A
 (PASCAL-50S, Vedantam et al., CVPR 2015, "CIDEr: Consensus-based image description evaluation",
-Sec. 4; seed 002). The image is shown when it has a URL.
+Sec. 4; as used by Madhyastha, Wang & Specia, ACL 2019, "VIFIDEL", Sec. 4.2). The image is shown
+when it has a URL.
 
 Items: per image, A is a reference caption drawn with the campaign seed and (B, C) a pair of other
 captions of the image (other references and candidates). B/C sides are swapped at random per
@@ -13,26 +14,38 @@ from .base import (
     AnswerError,
     CampaignSpecError,
     ItemSpec,
+    PairVotes,
+    Scale,
+    Shown,
     TaskKind,
     Unit,
     default_gold,
     image_fields,
     pick_images,
+    register,
     words,
 )
 
 
 def overlap(a: str, b: str) -> float:
+    """Jaccard similarity of the word sets of ``a`` and ``b`` (1.0 when both have no word), in [0, 1];
+    the simulated rater's notion of closeness."""
     wa, wb = set(words(a)), set(words(b))
     return len(wa & wb) / len(wa | wb) if wa | wb else 1.0
 
 
 class ForcedChoice(TaskKind):
+    """Which of captions B and C is closer to reference A; unit: the caption pair (see the module
+    docstring)."""
+
     name = "forced_choice"
     title = "Forced choice: which caption is closer to A"
+    unit = "caption_pair"
     criteria = ("choice",)
+    scales = {"choice": Scale(labels=("b", "c"))}
     agreement_level = "nominal"
     aggregation = "majority"
+    report_section = "forced_choice"
     template = "crowd/tasks/forced_choice.html"
     template_version = "forced-choice-1"
     instructions = (
@@ -116,6 +129,22 @@ class ForcedChoice(TaskKind):
             source=f"campaign:{assignment.campaign.name}", campaign=assignment.campaign,
         )
 
+    def pair_votes(self, campaign):
+        """Counted votes per (reference A, B, C) from ``PairwiseJudgment``, in the order the
+        pairs are first met."""
+        from crowd.models import PairwiseJudgment
+
+        votes = {}
+        for ref, b, c, choice in PairwiseJudgment.objects.filter(campaign=campaign).values_list(
+            "reference_id", "caption_b_id", "caption_c_id", "choice"
+        ):
+            votes.setdefault((ref, b, c), [0, 0])[0 if choice == "b" else 1] += 1
+        return [PairVotes(b, c, nb, nc) for (_, b, c), (nb, nc) in votes.items()]
+
+    def shown(self, order, answer):
+        """The screen position (1 = first shown) of the caption chosen, out of 2."""
+        return Shown(chosen=answer["position"], n_shown=len(order["sides"]))
+
     def simulate(self, payload, order, rng, profile, hints):
         if profile.spammer:
             return {"choice": rng.choice(["1", "2"])}
@@ -124,3 +153,6 @@ class ForcedChoice(TaskKind):
         if payload[order["sides"][0]][1] == a or payload[order["sides"][1]][1] == a:  # a copy: obvious
             scores = [float(payload[side][1] == a) for side in order["sides"]]
         return {"choice": "1" if scores[0] >= scores[1] else "2"}
+
+
+register(ForcedChoice())

@@ -1,5 +1,6 @@
 """Relevance and thoroughness of one caption for an image, each on a 1-5 scale (the COMPOSITE
-protocol of Aditya et al. 2015, used in seeds 002 (Madhyastha et al. 2019, VIFIDEL) and 004).
+protocol of Aditya et al. 2015, "From images to sentences through scene description graphs using
+commonsense reasoning and knowledge", also used by Madhyastha, Wang & Specia, ACL 2019, "VIFIDEL").
 
 Relevance: how well the caption describes what is in the image (1 = not at all, 5 = perfectly).
 Thoroughness: how much of the image's content the caption covers (1 = almost nothing, 5 = all the
@@ -13,12 +14,14 @@ from .base import (
     AnswerError,
     CampaignSpecError,
     ItemSpec,
+    Scale,
     TaskKind,
     Unit,
     default_gold,
     image_fields,
     parse_number,
     pick_images,
+    register,
     words,
 )
 
@@ -26,9 +29,16 @@ STOP = frozenset("a an the of in on at to and with is are its it his her their f
 
 
 class Rating(TaskKind):
+    """Relevance and thoroughness of one caption, 1-5 each; unit: the caption (see the module
+    docstring)."""
+
     name = "rating"
     title = "Relevance and thoroughness"
+    unit = "caption"
     criteria = ("relevance", "thoroughness")
+    SCALE = (1, 5)
+    scales = {"relevance": Scale(*SCALE), "thoroughness": Scale(*SCALE)}
+    metric_criteria = criteria
     agreement_level = "ordinal"
     template = "crowd/tasks/rating.html"
     template_version = "rating-1"
@@ -38,7 +48,6 @@ class Rating(TaskKind):
         "much of the image's important content does the caption cover? (1 = almost nothing, 5 = all "
         "of it). Grammar and style do not matter."
     )
-    SCALE = (1, 5)
 
     def build_items(self, dataset, options, rng):
         from crowd.models import Caption
@@ -113,12 +122,15 @@ class Rating(TaskKind):
         1-5 when the dataset has one (e.g. Flickr8k-Expert quality 1-4), else none."""
         from django.db.models import Avg
 
-        from analysis.reports import dataset_judgments
+        from crowd.models import HumanJudgment
 
         ds = campaign.dataset
         if ds.scale_min is None or ds.scale_max is None or ds.scale_max <= ds.scale_min:
             return {}
-        rows = dataset_judgments(ds).values("caption_id").annotate(mean=Avg("score"))
+        imported = HumanJudgment.objects.filter(image__dataset=ds, campaign__isnull=True, caption__isnull=False)
+        if ds.criterion:  # the dataset's main criterion, as analysis.reports.dataset_judgments reads it
+            imported = imported.filter(criterion=ds.criterion)
+        rows = imported.values("caption_id").annotate(mean=Avg("score"))
         lo, hi = ds.scale_min, ds.scale_max
         return {"latent": {r["caption_id"]: 1 + 4 * (r["mean"] - lo) / (hi - lo) for r in rows}}
 
@@ -134,3 +146,6 @@ class Rating(TaskKind):
             value = latent + rng.gauss(0, profile.noise * 4)
             out[c] = str(int(min(5, max(1, round(value)))))
         return out
+
+
+register(Rating())

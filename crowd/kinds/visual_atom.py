@@ -1,4 +1,5 @@
-"""Visual-atom vote (seed 003: the visual atoms -- entities, actions and attributes -- of captions):
+"""Visual-atom vote (Yao et al., BMVC 2016, "Oracle Performance for Visual Captioning", Sec. 5.1:
+the visual atoms -- entities, actions and attributes -- of captions):
 for each of a dataset's most frequent atoms, is the word *visual*, i.e. could you see it in an
 image? Answers yes/no; aggregate = majority vote; the campaign page reports the share of atoms voted
 visual per category. Agreement: Krippendorff's alpha, nominal distance.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .base import AnswerError, CampaignSpecError, ItemSpec, TaskKind, Unit
+from .base import AnswerError, CampaignSpecError, ItemSpec, Scale, TaskKind, Unit, register
 
 CATEGORIES = ("entity", "action", "attribute")
 DEFAULT_GOLD = [
@@ -22,11 +23,16 @@ ABSTRACT = frozenset("idea yesterday believing thought reason time fact hope opi
 
 
 class VisualAtom(TaskKind):
+    """Is this word visual (yes/no); unit: the word, in its category (see the module docstring)."""
+
     name = "visual_atom"
     title = "Is this word visual?"
+    unit = "word"
     criteria = ("visual",)
+    scales = {"visual": Scale(labels=(0, 1))}
     agreement_level = "nominal"
     aggregation = "majority"
+    report_section = "visual_atoms"
     template = "crowd/tasks/visual_atom.html"
     template_version = "visual-atom-1"
     instructions = (
@@ -77,6 +83,20 @@ class VisualAtom(TaskKind):
 
     def units(self, item_key, payload, answer):
         return [Unit(item_key, "visual", int(answer["visual"]))]
+
+    def summary(self, campaign, aggregate):
+        """{category: {"visual": atoms voted visual by the majority, "atoms": atoms with a
+        majority, "share": visual / atoms}}, categories in name order (gold items left out)."""
+        majority = aggregate().get("visual", {})
+        items = {it.key: it.payload for it in campaign.items.filter(is_gold=False)}
+        per = {}
+        for key, label in majority.items():
+            cat = items[key]["category"] if key in items else None
+            if cat:
+                counts = per.setdefault(cat, [0, 0])
+                counts[0] += int(label == 1)
+                counts[1] += 1
+        return {cat: {"visual": v, "atoms": n, "share": v / n} for cat, (v, n) in sorted(per.items())}
 
     def simulate(self, payload, order, rng, profile, hints):
         if profile.spammer:
@@ -136,3 +156,6 @@ def _is_postgres() -> bool:
     from django.db import connection
 
     return connection.vendor == "postgresql"
+
+
+register(VisualAtom())
