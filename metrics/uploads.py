@@ -51,6 +51,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from crowd.importers.base import shorten
 from crowd.models import Dataset, HumanJudgment
 
 from .models import MetricRun, MetricScore, params_key
@@ -116,17 +117,17 @@ def metric_key(name: str) -> str:
         raise UploadError("the metric name contains a NUL character (U+0000)")
     slug = slugify(name).replace("-", "_").strip("_")
     if not slug:
-        raise UploadError(f"the metric name {name!r} has no letters or digits to make a key from")
+        raise UploadError(f"the metric name {shorten(name)} has no letters or digits to make a key from")
     taken_names = {m.name.casefold(): k for k, m in registry.METRICS.items()}
     if slug in registry.METRICS or slug in registry.GROUPS or slug in registry.UNAVAILABLE:
-        raise UploadError(f"the metric name {name!r} clashes with the platform's metric or group {slug!r}; choose another")
+        raise UploadError(f"the metric name {shorten(name)} clashes with the platform's metric or group {shorten(slug)}; choose another")
     if name.casefold() in taken_names:
         raise UploadError(
-            f"the metric name {name!r} is the name of the platform's metric {taken_names[name.casefold()]!r}; choose another"
+            f"the metric name {shorten(name)} is the name of the platform's metric {shorten(taken_names[name.casefold()])}; choose another"
         )
     key = UPLOAD_PREFIX + slug
     if len(key) > MAX_KEY_LENGTH:
-        raise UploadError(f"the metric name {name!r} is too long: its key {key!r} exceeds {MAX_KEY_LENGTH} characters")
+        raise UploadError(f"the metric name {shorten(name)} is too long: its key {shorten(key)} exceeds {MAX_KEY_LENGTH} characters")
     return key
 
 
@@ -174,14 +175,14 @@ def _header(row: list[str]) -> dict[str, int]:
         looks_like_data = bool(row) and _is_number(row[-1])
         raise UploadError(
             "the first line is not a header" + (" (it looks like a data row)" if looks_like_data else "")
-            + f": {HEADER_HELP}; got {','.join(row)!r}"
+            + f": {HEADER_HELP}; got {shorten(','.join(row))}"
         )
     unknown = [n for n in names if n not in allowed]
     if unknown:
-        raise UploadError(f"unknown column {unknown[0]!r} in the header: {HEADER_HELP}")
+        raise UploadError(f"unknown column {shorten(unknown[0])} in the header: {HEADER_HELP}")
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise UploadError(f"column {repeated[0]!r} appears twice in the header")
+        raise UploadError(f"column {shorten(repeated[0])} appears twice in the header")
     columns = {n: i for i, n in enumerate(names)}
     if "caption_id" in columns:
         if {"image", "caption", "system"} & set(columns):
@@ -234,40 +235,40 @@ def _parse(dataset: Dataset, text: str) -> _Parsed:
                 try:
                     cid = int(field_["caption_id"])
                 except ValueError:
-                    raise UploadError(f"line {line}: caption_id {field_['caption_id']!r} is not an integer") from None
+                    raise UploadError(f"line {line}: caption_id {shorten(field_['caption_id'])} is not an integer") from None
                 if cid not in by_id:
-                    raise UploadError(f"line {line}: caption id {cid} is not a candidate caption of dataset {dataset.name!r}")
+                    raise UploadError(f"line {line}: caption id {cid} is not a candidate caption of dataset {shorten(dataset.name)}")
                 where = f"caption id {cid}"
             else:
                 image, key = field_["image"], field_["caption"]
                 if image not in image_keys:
-                    raise UploadError(f"line {line}: unknown image {image!r} (not an image of dataset {dataset.name!r})")
+                    raise UploadError(f"line {line}: unknown image {shorten(image)} (not an image of dataset {shorten(dataset.name)})")
                 matches = by_key.get((image, key), [])
                 if "system" in columns:
                     matches = [m for m in matches if m[1] == field_["system"]]
                 if not matches:
                     if (image, key) in reference_keys:
                         raise UploadError(
-                            f"line {line}: caption {key!r} of image {image!r} is a reference caption; only candidate "
+                            f"line {line}: caption {shorten(key)} of image {shorten(image)} is a reference caption; only candidate "
                             "captions are scored"
                         )
-                    system = f" of system {field_['system']!r}" if "system" in columns else ""
-                    raise UploadError(f"line {line}: image {image!r} has no candidate caption {key!r}{system}")
+                    system = f" of system {shorten(field_['system'])}" if "system" in columns else ""
+                    raise UploadError(f"line {line}: image {shorten(image)} has no candidate caption {shorten(key)}{system}")
                 if len(matches) > 1:
                     systems = ", ".join(sorted(s for _, s in matches))
                     raise UploadError(
-                        f"line {line}: caption {key!r} of image {image!r} exists for several systems ({systems}); "
+                        f"line {line}: caption {shorten(key)} of image {shorten(image)} exists for several systems ({systems}); "
                         "add a system column"
                     )
                 cid = matches[0][0]
-                where = f"caption {key!r} of image {image!r}"
+                where = f"caption {shorten(key)} of image {shorten(image)}"
             raw = field_["score"]
             try:
                 value = float(raw)
             except ValueError:
-                raise UploadError(f"line {line}: score {raw!r} is not a number") from None
+                raise UploadError(f"line {line}: score {shorten(raw)} is not a number") from None
             if not math.isfinite(value):
-                raise UploadError(f"line {line}: score {raw!r} is not a finite number")
+                raise UploadError(f"line {line}: score {shorten(raw)} is not a finite number")
             if cid in scores:
                 raise UploadError(f"line {line}: {where} already has a score on line {first_line[cid]}")
             scores[cid], first_line[cid] = value, line
@@ -284,7 +285,7 @@ def _parse(dataset: Dataset, text: str) -> _Parsed:
     if missing:
         several = len({system for _, _, system in by_id.values()}) > 1
         examples = "; ".join(
-            f"image {by_id[c][0]!r} caption {by_id[c][1]!r}" + (f" of system {by_id[c][2]!r}" if several else "")
+            f"image {shorten(by_id[c][0])} caption {shorten(by_id[c][1])}" + (f" of system {shorten(by_id[c][2])}" if several else "")
             for c in missing[:EXAMPLES]
         )
         raise UploadError(
@@ -319,11 +320,11 @@ def upload_scores(
         dataset = Dataset.objects.get(name=dataset_name)
     except Dataset.DoesNotExist:
         known = ", ".join(Dataset.objects.values_list("name", flat=True)) or "none imported yet"
-        raise UploadError(f"unknown dataset {dataset_name!r} (known: {known})") from None
+        raise UploadError(f"unknown dataset {shorten(dataset_name)} (known: {known})") from None
     key = metric_key(name)
     name = name.strip()
     if higher not in DIRECTIONS:
-        raise UploadError(f"higher must be 'better' or 'worse', got {higher!r}")
+        raise UploadError(f"higher must be 'better' or 'worse', got {shorten(higher)}")
     content, read_name = _read(path_or_fileobj)
     file_name = os.path.basename(filename) if filename else read_name
     if "\x00" in file_name:
@@ -344,7 +345,7 @@ def upload_scores(
                 )
         if existing and not replace:
             raise UploadError(
-                f"dataset {dataset.name!r} already has an upload named {existing[0].params.get('name', name)!r} "
+                f"dataset {shorten(dataset.name)} already has an upload named {shorten(existing[0].params.get('name', name))} "
                 f"({existing[0].params.get('file', '?')}); replace it or choose another name"
             )
         replaced = [r.pk for r in existing]

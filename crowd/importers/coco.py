@@ -20,56 +20,41 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
-import reprlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from django.db import transaction
-
-from crowd.models import Caption, Dataset, Image, ObjectLabel, System
-
+from ..models import System
 from .base import (
     MAX_KEY_CHARS,
-    DatasetExistsError,
+    CaptionCounter,
+    CaptionSpec,
     DatasetFormatError,
+    DuplicateKeyError,
     ImportSummary,
+    Importer,
+    ObjectLabelSpec,
+    ParsedDataset,
+    SystemSpec,
     check_text,
     decode_text,
+    image_key,
+    json_loads,
+    load_json,
+    parse_json,
+    read_file_bytes,
+    shorten,
 )
 
-_COCO_FILE = re.compile(r"^(?:.*/)?COCO_[A-Za-z]+\d*_0*(\d+)\.(?:jpg|jpeg|png)$", re.IGNORECASE)
 _MAX_LABEL = 100
 _MAX_COUNT = 2**31 - 1  # ObjectLabel.count
 _NAME = re.compile(r"[-A-Za-z0-9_.+]{1,100}")
-
-
-def image_key(value, path: Path, where: str) -> str:
-    """Normalise an image id: an int, an ASCII digit string or a COCO file name -> the decimal id;
-    other strings are kept (stripped). Raises DatasetFormatError for anything else (floats, lists,
-    objects, negative numbers, ids longer than 255 characters, NUL characters)."""
-    if isinstance(value, bool) or value is None:
-        raise DatasetFormatError(path, f"{where}: image_id must be an integer or a string, got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise DatasetFormatError(path, f"{where}: negative image_id {value}")
-        if value.bit_length() > 840:  # more than 255 decimal digits
-            raise DatasetFormatError(path, f"{where}: image_id longer than {MAX_KEY_CHARS} digits")
-        return str(value)
-    if isinstance(value, str) and value.strip():
-        text = value.strip()
-        if len(text) > MAX_KEY_CHARS:
-            raise DatasetFormatError(path, f"{where}: image_id longer than {MAX_KEY_CHARS} characters")
-        m = _COCO_FILE.match(text)
-        if m:
-            return str(int(m.group(1)))
-        if text.isascii() and text.isdigit():
-            return str(int(text))
-        return check_text(text, path, f"{where}: image_id")
-    raise DatasetFormatError(path, f"{where}: image_id must be an integer or a string, got {reprlib.repr(value)}")
+__all__ = [
+    "CocoImporter", "SystemFile", "import_coco", "image_key", "parse_json", "parse_system_file",
+    "read_coco_annotations", "read_coco_results", "read_object_labels",
+]
 
 
 def _annotation_id(value, path: Path, where: str) -> str:
@@ -80,7 +65,7 @@ def _annotation_id(value, path: Path, where: str) -> str:
         return check_text(value, path, f"{where}: id")
     raise DatasetFormatError(
         path, f"{where}: id must be an integer or a non-empty string of at most {MAX_KEY_CHARS} characters, "
-        f"got {reprlib.repr(value)}"
+        f"got {shorten(value)}"
     )
 
 
@@ -93,36 +78,20 @@ def _caption(value, path: Path, where: str) -> str:
     return check_text(text, path, f"{where}: caption")
 
 
-def parse_json(path: Path, text: str, line: int | None = None):
-    """``json.loads(text)``; DatasetFormatError (naming ``path`` and the line) for invalid JSON, an
-    integer of more than 4,300 digits or nesting too deep for the parser."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetFormatError(path, f"not valid JSON: {exc.msg}", line or exc.lineno) from None
-    except (ValueError, RecursionError) as exc:
-        raise DatasetFormatError(path, f"not valid JSON: {type(exc).__name__}: {exc}", line) from None
-
-
-def _load_json(path: Path):
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetFormatError(path, "file not found")
-    return parse_json(path, decode_text(path, path.read_bytes()))
-
-
 def read_coco_annotations(path: Path | str) -> tuple[dict[str, str], dict[str, list[tuple[str, str]]]]:
     """Read a COCO caption annotation file.
 
     Returns ``(images, captions)``: ``images`` maps image key -> file name (``""`` if none);
     ``captions`` maps image key -> list of (annotation id, caption) in file order.
-    Raises DatasetFormatError (missing keys, wrong types, duplicate annotation ids, a caption of an
-    image not listed in ``images``).
+    Raises DatasetFormatError (a file over ``IMPORT_MAX_FILE_BYTES``, invalid JSON or a key given
+    twice in an object, missing keys, wrong types, duplicate annotation ids, a caption of an image
+    not listed in ``images``, more than ``IMPORT_MAX_CAPTIONS`` annotations).
     """
     path = Path(path)
-    data = _load_json(path)
+    data = load_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
         raise DatasetFormatError(path, 'not a COCO annotation file: expected {"images": [...], "annotations": [...]}')
+    CaptionCounter(path).add(len(data["annotations"]))
     images: dict[str, str] = {}
     listed = data.get("images")
     if listed is not None:
@@ -158,12 +127,14 @@ def read_coco_results(path: Path | str) -> dict[str, list[str]]:
     or a multi-caption file (``{"image_id", "captions": [...]}`` per entry); the form is detected per
     file (mixing both in one file is an error).
 
-    Returns image key -> list of captions (file order). Raises DatasetFormatError.
+    Returns image key -> list of captions (file order). Raises DatasetFormatError (also for a file
+    over ``IMPORT_MAX_FILE_BYTES`` or with more than ``IMPORT_MAX_CAPTIONS`` captions).
     """
     path = Path(path)
-    data = _load_json(path)
+    data = load_json(path)
     if not isinstance(data, list) or not data:
         raise DatasetFormatError(path, 'expected a non-empty JSON list of {"image_id", "caption"} or {"image_id", "captions"}')
+    counter = CaptionCounter(path)
     sets: dict[str, list[str]] = defaultdict(list)
     form = None
     for i, entry in enumerate(data):
@@ -179,11 +150,13 @@ def read_coco_results(path: Path | str) -> dict[str, list[str]]:
             raise DatasetFormatError(path, f"{where}: mixes \"{this}\" with the \"{form}\" form of the earlier entries")
         key = image_key(entry["image_id"], path, where)
         if form == "caption":
+            counter.add()
             sets[key].append(_caption(entry["caption"], path, where))
         else:
             caps = entry["captions"]
             if not isinstance(caps, list) or not caps:
                 raise DatasetFormatError(path, f"{where}: \"captions\" must be a non-empty list")
+            counter.add(len(caps))
             if key in sets:
                 raise DatasetFormatError(path, f"{where}: image_id {key} appears twice")
             sets[key] = [_caption(c, path, f"{where} caption {j}") for j, c in enumerate(caps)]
@@ -205,12 +178,11 @@ def read_object_labels(path: Path | str) -> dict[str, Counter]:
       the objects answered "yes", count 1.
 
     Labels are lower-cased and whitespace-normalised (``"Tennis  Racket"`` -> ``"tennis racket"``).
-    Raises DatasetFormatError naming the file and the entry.
+    Raises DatasetFormatError naming the file and the entry (or line), also for a file over
+    ``IMPORT_MAX_FILE_BYTES`` (refused before it is read) and a JSON key given twice in an object.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DatasetFormatError(path, "file not found")
-    text = decode_text(path, path.read_bytes())
+    text = decode_text(path, read_file_bytes(path))
     out: dict[str, Counter] = defaultdict(Counter)
 
     def add(key, label, count, where):
@@ -218,16 +190,18 @@ def read_object_labels(path: Path | str) -> dict[str, Counter]:
             raise DatasetFormatError(path, f"{where}: label must be a non-empty string")
         label = check_text(" ".join(label.lower().split()), path, f"{where}: label", max_chars=_MAX_LABEL)
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_COUNT:
-            raise DatasetFormatError(path, f"{where}: count must be a positive integer up to {_MAX_COUNT}, got {reprlib.repr(count)}")
+            raise DatasetFormatError(path, f"{where}: count must be a positive integer up to {_MAX_COUNT}, got {shorten(count)}")
         bag = out[image_key(key, path, where)]
         if bag[label] + count > _MAX_COUNT:
-            raise DatasetFormatError(path, f"{where}: the counts of {label!r} add up to more than {_MAX_COUNT}")
+            raise DatasetFormatError(path, f"{where}: the counts of {shorten(label)} add up to more than {_MAX_COUNT}")
         bag[label] += count
 
     stripped = text.lstrip()
     if stripped.startswith("{") or stripped.startswith("["):
         try:
-            data = json.loads(text)
+            data = json_loads(text)
+        except DuplicateKeyError as exc:  # not a JSON-lines (POPE) file either: its first object has it
+            raise DatasetFormatError(path, f"not valid JSON: {exc.msg}", exc.lineno) from None
         except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
             data = None
             if stripped.startswith("{"):
@@ -251,7 +225,7 @@ def read_object_labels(path: Path | str) -> dict[str, Counter]:
             _read_pope(text, path, add)
         elif isinstance(data, dict):
             for key, labels in data.items():
-                where = f"image {key}"
+                where = f"image {shorten(key, quote=False)}"
                 if isinstance(labels, dict):
                     for label, count in labels.items():
                         add(key, label, count, where)
@@ -282,7 +256,7 @@ def read_object_labels(path: Path | str) -> dict[str, Counter]:
             except ValueError:
                 count = None
             if count is None:
-                raise DatasetFormatError(path, f"count {reprlib.repr(row.get('count'))} is not an integer", line)
+                raise DatasetFormatError(path, f"count {shorten(row.get('count'))} is not an integer", line)
             add(row["image_id"], row["label"], count, f"line {line}")
     except csv.Error as exc:
         raise DatasetFormatError(path, f"not valid CSV ({exc})", reader.line_num or 1) from None
@@ -327,8 +301,69 @@ def parse_system_file(spec: str) -> SystemFile:
     """``"name=path"`` -> SystemFile; ValueError for a malformed spec."""
     name, sep, path = spec.partition("=")
     if not sep or not re.fullmatch(r"[-A-Za-z0-9_.+]{1,100}", name) or not path:
-        raise ValueError(f"expected SYSTEM=FILE with a system name of letters, digits, -_.+ (got {spec!r})")
+        raise ValueError(f"expected SYSTEM=FILE with a system name of letters, digits, -_.+ (got {shorten(spec)})")
     return SystemFile(name, Path(path))
+
+
+class CocoImporter(Importer):
+    """COCO-format caption sets, references and object labels (``manage.py import_coco``; not an
+    ``import_dataset`` format). ``mode = "extend"``: each import adds systems and object labels to
+    dataset ``name`` (created if new, kind ``coco``); see :meth:`Importer._extend` for the rules.
+
+    Parsed rows: the images of the annotations and results (sorted keys); the references (system
+    ``references_name``, kind human, caption keys = annotation ids) and one system per results file
+    (kind model, caption keys ``000``, ``001``... = position in the set, so that key order is file
+    order, "the first m captions"); object labels (source = the file's name).
+    """
+
+    kind = "coco"
+    mode = "extend"
+    nothing_to_create = "a new dataset needs --annotations or --results, not only --objects"
+
+    def parse(
+        self, annotations: Path | str | None = None, results: Sequence[SystemFile] = (),
+        objects: Path | str | None = None, references_name: str = "coco-references", description: str = "",
+    ) -> ParsedDataset:
+        """Read the files (see :func:`import_coco`) into a ParsedDataset; raises ValueError for a bad
+        ``references_name`` and DatasetFormatError for a file's problem or nothing to import."""
+        if not isinstance(references_name, str) or not _NAME.fullmatch(references_name):
+            raise ValueError(f"invalid references name {shorten(references_name)}: use 1-100 letters, digits, -_.+")
+        refs_images, refs = read_coco_annotations(annotations) if annotations else ({}, {})
+        sets_by_system = {}
+        for sf in results:
+            if sf.name == references_name:
+                raise DatasetFormatError(sf.path, f"system name {shorten(sf.name)} is the references' name")
+            if sf.name in sets_by_system:
+                raise DatasetFormatError(sf.path, f"system {shorten(sf.name)} given twice")
+            sets_by_system[sf.name] = read_coco_results(sf.path)
+        labels = read_object_labels(objects) if objects else {}
+        if not refs and not sets_by_system and not labels:
+            raise DatasetFormatError(Path("."), "nothing to import: give --annotations, --results or --objects")
+        systems = [SystemSpec(name, System.MODEL) for name in sets_by_system]
+        if refs:
+            systems.insert(0, SystemSpec(references_name, System.HUMAN))
+        source = Path(str(objects)).name[:255] if objects else ""
+        return ParsedDataset(
+            # named by errors about the whole import, e.g. the references-per-image cap
+            source=Path(str(annotations)) if annotations else Path(str(objects)) if objects else Path("."),
+            description=description or "COCO-format caption sets",
+            citation="Lin et al., Microsoft COCO: Common Objects in Context, ECCV 2014",
+            images=sorted(set(refs_images) | {k for s in sets_by_system.values() for k in s}),
+            systems=systems,
+            reference_system=references_name if refs else None,
+            references=[
+                CaptionSpec(key, references_name, ann_id, text) for key, caps in refs.items() for ann_id, text in caps
+            ],
+            captions=[
+                CaptionSpec(key, name, f"{j:03d}", text)
+                for name, sets in sets_by_system.items()
+                for key, caps in sets.items()
+                for j, text in enumerate(caps)
+            ],
+            object_labels=[
+                ObjectLabelSpec(key, label, n, source) for key, bag in labels.items() for label, n in bag.items()
+            ],
+        )
 
 
 def import_coco(
@@ -339,7 +374,8 @@ def import_coco(
     references_name: str = "coco-references",
     description: str = "",
 ) -> ImportSummary:
-    """Create dataset ``name`` (or add to it) from COCO files; see the module docstring.
+    """Create dataset ``name`` (or add to it) from COCO files; see the module docstring and
+    :class:`CocoImporter`.
 
     A new dataset needs ``annotations`` or ``results``. On an existing dataset, systems that already
     exist with exactly the same captions are left alone ("nothing changed"); a system with different
@@ -350,90 +386,5 @@ def import_coco(
     DatasetExistsError, or ValueError for a ``references_name`` that is not 1-100 letters, digits
     and ``-_.+``.
     """
-    if not isinstance(references_name, str) or not _NAME.fullmatch(references_name):
-        raise ValueError(f"invalid references name {references_name!r}: use 1-100 letters, digits, -_.+")
-    refs_images, refs = read_coco_annotations(annotations) if annotations else ({}, {})
-    sets_by_system = {}
-    for sf in results:
-        if sf.name == references_name:
-            raise DatasetFormatError(sf.path, f"system name {sf.name!r} is the references' name")
-        if sf.name in sets_by_system:
-            raise DatasetFormatError(sf.path, f"system {sf.name!r} given twice")
-        sets_by_system[sf.name] = read_coco_results(sf.path)
-    labels = read_object_labels(objects) if objects else {}
-    if not refs and not sets_by_system and not labels:
-        raise DatasetFormatError(Path("."), "nothing to import: give --annotations, --results or --objects")
-    counts = Counter()
-    notes = []
-    with transaction.atomic():
-        dataset, created = Dataset.objects.get_or_create(
-            name=name,
-            defaults={"kind": "coco", "description": description or "COCO-format caption sets",
-                      "citation": "Lin et al., Microsoft COCO: Common Objects in Context, ECCV 2014"},
-        )
-        if not created and dataset.kind != "coco":
-            raise DatasetExistsError(f"dataset {name!r} exists and was made by the {dataset.kind!r} importer")
-        if created and not refs and not sets_by_system:
-            raise DatasetFormatError(Path(str(objects)), "a new dataset needs --annotations or --results, not only --objects")
-        all_keys = set(refs_images) | {k for s in sets_by_system.values() for k in s}
-        existing = dict(Image.objects.filter(dataset=dataset).values_list("key", "id"))
-        new_images = [Image(dataset=dataset, key=k) for k in sorted(all_keys - set(existing))]
-        Image.objects.bulk_create(new_images, batch_size=5000)
-        counts["images"] = len(new_images)
-        ids = dict(Image.objects.filter(dataset=dataset).values_list("key", "id"))
-        if refs:
-            counts["references"] = _add_system(
-                dataset, references_name, System.HUMAN, {k: [t for _, t in v] for k, v in refs.items()}, ids,
-                keys={k: [a for a, _ in v] for k, v in refs.items()}, notes=notes,
-            )
-            ref_system = System.objects.get(dataset=dataset, name=references_name)
-            if dataset.reference_system_id not in (None, ref_system.pk):
-                raise DatasetExistsError(f"dataset {name!r} already has references from another system")
-            dataset.reference_system = ref_system
-            dataset.save(update_fields=["reference_system"])
-        for system_name, sets in sets_by_system.items():
-            counts[f"captions of {system_name}"] = _add_system(dataset, system_name, System.MODEL, sets, ids, notes=notes)
-        if labels:
-            missing = sorted(set(labels) - set(ids), key=lambda k: (len(k), k))
-            if missing:
-                notes.append(f"object labels of {len(missing)} image(s) not in the dataset were skipped (e.g. {missing[0]})")
-            rows = [
-                ObjectLabel(image_id=ids[k], label=label, count=n, source=Path(str(objects)).name[:255])
-                for k, bag in labels.items() if k in ids for label, n in bag.items()
-            ]
-            touched = {ids[k] for k in labels if k in ids}
-            ObjectLabel.objects.filter(image_id__in=touched).delete()
-            ObjectLabel.objects.bulk_create(rows, batch_size=5000)
-            counts["object labels"] = len(rows)
-            counts["images with objects"] = len(touched)
-    changed = any(v for k, v in counts.items())
-    return ImportSummary(dataset.name, changed, {k: v for k, v in counts.items()}, notes)
-
-
-def _add_system(dataset, name, kind, sets, image_ids, keys=None, notes=None) -> int:
-    """Create ``name`` with ``sets`` (image key -> captions); 0 if it exists with the same captions.
-
-    Caption keys are the annotation ids for references, and the zero-padded position in the set
-    (``000``, ``001``...) for results, so that key order is file order ("the first m captions")."""
-    system, created = System.objects.get_or_create(dataset=dataset, name=name, defaults={"kind": kind})
-    wanted = {
-        (image_ids[k], (keys[k][j] if keys else f"{j:03d}")): text
-        for k, caps in sets.items() for j, text in enumerate(caps)
-    }
-    if not created:
-        have = {
-            (img, key): text
-            for img, key, text in Caption.objects.filter(system=system).values_list("image_id", "key", "text")
-        }
-        if have == wanted:
-            notes.append(f"system {name!r}: already imported with the same captions, nothing changed")
-            return 0
-        raise DatasetExistsError(
-            f"system {name!r} of dataset {dataset.name!r} exists with different captions; "
-            "import under another system name"
-        )
-    Caption.objects.bulk_create(
-        [Caption(image_id=img, system=system, key=key, text=text) for (img, key), text in wanted.items()],
-        batch_size=5000,
-    )
-    return len(wanted)
+    importer = CocoImporter()
+    return importer.save(name, importer.parse(annotations, results, objects, references_name, description))

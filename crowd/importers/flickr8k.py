@@ -28,18 +28,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.db import transaction
-
-from ..models import Caption, Dataset, HumanJudgment, Image, System
+from ..models import System
 from .base import (
     MAX_KEY_CHARS,
+    CaptionCounter,
+    CaptionSpec,
     DatasetFormatError,
     ImportSummary,
-    check_existing,
+    Importer,
+    JudgmentSpec,
+    ParsedDataset,
+    SystemSpec,
     check_text,
-    fingerprint,
     read_lines,
-    refresh_statistics,
+    shorten,
 )
 
 EXPERT_FILE = "ExpertAnnotations.txt"
@@ -102,7 +104,8 @@ def _split_caption_id(caption_id: str) -> tuple[str, int] | None:
 def parse_tokens(path: Path) -> dict[str, list[tuple[str, str]]]:
     """Parse ``Flickr8k.token.txt`` into {image key: [(caption id, caption), ...]}.
 
-    Raises DatasetFormatError (file, line, problem) for a line without a TAB, a malformed caption
+    Raises DatasetFormatError (file, line, problem) for a file over the import caps
+    (``IMPORT_MAX_FILE_BYTES``, ``IMPORT_MAX_CAPTIONS`` lines), a line without a TAB, a malformed caption
     id (``<image>#<k>``, at most 255 characters, ``k`` ASCII digits), an empty caption, a caption
     longer than :data:`~crowd.importers.base.MAX_CAPTION_CHARS` characters, a NUL character or a
     duplicated caption id. Ids and captions are stripped of surrounding whitespace; the rest of a
@@ -110,9 +113,11 @@ def parse_tokens(path: Path) -> dict[str, list[tuple[str, str]]]:
     """
     captions: dict[str, list[tuple[str, str]]] = {}
     seen: set[str] = set()
+    counter = CaptionCounter(path)
     for lineno, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
+        counter.add(1, lineno)
         caption_id, sep, text = line.partition("\t")
         if not sep:
             raise DatasetFormatError(path, "expected '<image>#<k> TAB caption', found no TAB", lineno)
@@ -120,14 +125,14 @@ def parse_tokens(path: Path) -> dict[str, list[tuple[str, str]]]:
         parsed = _split_caption_id(caption_id)
         if parsed is None:
             raise DatasetFormatError(
-                path, f"malformed caption id {caption_id[:300]!r} (expected <image>#<k>, at most {MAX_KEY_CHARS} "
+                path, f"malformed caption id {shorten(caption_id)} (expected <image>#<k>, at most {MAX_KEY_CHARS} "
                 "characters)", lineno,
             )
         if not text:
-            raise DatasetFormatError(path, f"empty caption for {caption_id!r}", lineno)
-        check_text(text, path, f"caption of {caption_id!r}", lineno)
+            raise DatasetFormatError(path, f"empty caption for {shorten(caption_id)}", lineno)
+        check_text(text, path, f"caption of {shorten(caption_id)}", lineno)
         if caption_id in seen:
-            raise DatasetFormatError(path, f"duplicate caption id {caption_id!r}", lineno)
+            raise DatasetFormatError(path, f"duplicate caption id {shorten(caption_id)}", lineno)
         seen.add(caption_id)
         captions.setdefault(parsed[0], []).append((caption_id, text))
     if not captions:
@@ -138,14 +143,17 @@ def parse_tokens(path: Path) -> dict[str, list[tuple[str, str]]]:
 def parse_expert(path: Path, captions: dict[str, list[tuple[str, str]]], token_path: Path):
     """Parse ``ExpertAnnotations.txt`` into [(image, caption id, [r1, r2, r3]), ...].
 
-    Raises DatasetFormatError for a line without five TAB-separated fields, a rating that is not
+    Raises DatasetFormatError for a file over the import caps (``IMPORT_MAX_FILE_BYTES``,
+    ``IMPORT_MAX_CAPTIONS`` pairs), a line without five TAB-separated fields, a rating that is not
     an integer 1-4, an image or caption id missing from the token file, or a duplicated pair.
     """
     text_by_id = {cid: text for caps in captions.values() for cid, text in caps}
     rows, seen = [], set()
+    counter = CaptionCounter(path)  # each pair is a candidate caption
     for lineno, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
+        counter.add(1, lineno)
         fields = line.split("\t")
         if len(fields) != 5:
             raise DatasetFormatError(
@@ -155,12 +163,12 @@ def parse_expert(path: Path, captions: dict[str, list[tuple[str, str]]], token_p
         ratings = []
         for k, value in enumerate(raw, start=1):
             if value not in {"1", "2", "3", "4"}:
-                raise DatasetFormatError(path, f"expert {k} rating {value!r} is not an integer from 1 to 4", lineno)
+                raise DatasetFormatError(path, f"expert {k} rating {shorten(value)} is not an integer from 1 to 4", lineno)
             ratings.append(int(value))
         if image not in captions:
-            raise DatasetFormatError(path, f"image {image!r} has no reference captions in {token_path.name}", lineno)
+            raise DatasetFormatError(path, f"image {shorten(image)} has no reference captions in {token_path.name}", lineno)
         if caption_id not in text_by_id:
-            raise DatasetFormatError(path, f"caption id {caption_id!r} not found in {token_path.name}", lineno)
+            raise DatasetFormatError(path, f"caption id {shorten(caption_id)} not found in {token_path.name}", lineno)
         if (image, caption_id) in seen:
             raise DatasetFormatError(path, f"duplicate pair ({image}, {caption_id})", lineno)
         seen.add((image, caption_id))
@@ -170,8 +178,58 @@ def parse_expert(path: Path, captions: dict[str, list[tuple[str, str]]], token_p
     return rows, text_by_id
 
 
+class Flickr8kExpertImporter(Importer):
+    """Flickr8k-Expert (``import_dataset flickr8k-expert``): the standard protocol of
+    :data:`EXPERT_PROTOCOL` (the module docstring).
+
+    Parsed rows: one image per judged image (sorted keys); the reference system
+    ``flickr8k-references`` with each judged image's five captions (token-file order); the
+    candidate system ``expert-candidates`` with one caption per kept pair (key = caption id, file
+    order); three ratings per candidate (criterion ``quality``, raters ``expert_1`` .. ``expert_3``,
+    scores 1-4). Pairs whose candidate is one of the judged image's own captions are left out.
+    """
+
+    format = "flickr8k-expert"
+    files = (EXPERT_FILE, TOKEN_FILE)
+    counts = {"images": "images", "reference captions": "references", "candidate captions": "candidates",
+              "ratings": "judgments"}
+
+    def parse(self, paths, **options) -> ParsedDataset:
+        token_path, expert_path = paths[TOKEN_FILE], paths[EXPERT_FILE]
+        captions = parse_tokens(token_path)
+        rows, text_by_id = parse_expert(expert_path, captions, token_path)
+        kept = [r for r in rows if not r[1].startswith(r[0] + "#")]
+        excluded = len(rows) - len(kept)
+        judged_images = sorted({image for image, _, _ in kept})
+        return ParsedDataset(
+            source=expert_path,
+            description="Flickr8k-Expert: 3 expert ratings (1-4) of image-caption pairs (Hodosh et al. 2013).",
+            citation=CITATION, criterion="quality", scale_min=1, scale_max=4, protocol=dict(EXPERT_PROTOCOL),
+            images=judged_images,
+            systems=[
+                SystemSpec(REFERENCE_SYSTEM, System.HUMAN,
+                           "The five Flickr8k reference captions of each image (crowd-written)."),
+                SystemSpec(CANDIDATE_SYSTEM, System.RETRIEVAL,
+                           "Captions of Flickr8k images retrieved for another image by the ranking systems "
+                           "of Hodosh et al. (2013) and rated by three experts."),
+            ],
+            reference_system=REFERENCE_SYSTEM,
+            references=[
+                CaptionSpec(image, REFERENCE_SYSTEM, cid, text) for image in judged_images for cid, text in captions[image]
+            ],
+            captions=[CaptionSpec(image, CANDIDATE_SYSTEM, cid, text_by_id[cid]) for image, cid, _ in kept],
+            judgments=[
+                JudgmentSpec(image, CANDIDATE_SYSTEM, cid, "quality", f"expert_{k}", float(score), "flickr8k-expert")
+                for image, cid, ratings in kept
+                for k, score in enumerate(ratings, start=1)
+            ],
+            notes=[f"excluded {excluded:,} pairs whose candidate is one of the image's own references (standard protocol)"],
+        )
+
+
 def import_flickr8k_expert(directory: Path | str, name: str) -> ImportSummary:
-    """Import Flickr8k-Expert from ``directory`` as dataset ``name``, all or nothing.
+    """Import Flickr8k-Expert from ``directory`` as dataset ``name``, all or nothing
+    (:class:`Flickr8kExpertImporter`; the rules are those of :class:`~crowd.importers.base.Importer`).
 
     Everything is parsed and validated before the first row is written; the writes run in one
     transaction. Re-importing identical files under the same name changes nothing; different data
@@ -185,92 +243,15 @@ def import_flickr8k_expert(directory: Path | str, name: str) -> ImportSummary:
     DatasetExistsError
         ``name`` is taken by a dataset with other contents.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise DatasetFormatError(directory, "directory not found")
-    token_path, expert_path = directory / TOKEN_FILE, directory / EXPERT_FILE
-    captions = parse_tokens(token_path)
-    rows, text_by_id = parse_expert(expert_path, captions, token_path)
-    digest = fingerprint(expert_path, token_path)
-
-    kept = [r for r in rows if not r[1].startswith(r[0] + "#")]
-    excluded = len(rows) - len(kept)
-
-    with transaction.atomic():
-        existing = Dataset.objects.select_for_update().filter(name=name).first()
-        if check_existing(existing, "flickr8k-expert", digest):
-            return ImportSummary(name, False, _counts(existing))
-        dataset = Dataset.objects.create(
-            name=name, kind="flickr8k-expert", fingerprint=digest, citation=CITATION,
-            description="Flickr8k-Expert: 3 expert ratings (1-4) of image-caption pairs (Hodosh et al. 2013).",
-            criterion="quality", scale_min=1, scale_max=4, protocol=dict(EXPERT_PROTOCOL),
-        )
-        refs = System.objects.create(
-            dataset=dataset, name=REFERENCE_SYSTEM, kind=System.HUMAN,
-            description="The five Flickr8k reference captions of each image (crowd-written).",
-        )
-        cands = System.objects.create(
-            dataset=dataset, name=CANDIDATE_SYSTEM, kind=System.RETRIEVAL,
-            description="Captions of Flickr8k images retrieved for another image by the ranking systems "
-            "of Hodosh et al. (2013) and rated by three experts.",
-        )
-        dataset.reference_system = refs
-        dataset.save(update_fields=["reference_system"])
-
-        judged_images = sorted({image for image, _, _ in kept})
-        Image.objects.bulk_create([Image(dataset=dataset, key=key) for key in judged_images])
-        image_ids = dict(Image.objects.filter(dataset=dataset).values_list("key", "id"))
-
-        Caption.objects.bulk_create(
-            [
-                Caption(image_id=image_ids[image], system=refs, key=cid, text=text)
-                for image in judged_images
-                for cid, text in captions[image]
-            ],
-            batch_size=2000,
-        )
-        Caption.objects.bulk_create(
-            [Caption(image_id=image_ids[image], system=cands, key=cid, text=text_by_id[cid]) for image, cid, _ in kept],
-            batch_size=2000,
-        )
-        caption_ids = {
-            (image_id, key): pk
-            for pk, image_id, key in Caption.objects.filter(system=cands).values_list("id", "image_id", "key")
-        }
-        HumanJudgment.objects.bulk_create(
-            [
-                HumanJudgment(
-                    caption_id=caption_ids[(image_ids[image], cid)], image_id=image_ids[image], system=cands,
-                    criterion="quality",
-                    rater=f"expert_{k}", score=float(score), source="flickr8k-expert",
-                )
-                for image, cid, ratings in kept
-                for k, score in enumerate(ratings, start=1)
-            ],
-            batch_size=5000,
-        )
-    refresh_statistics(Image, Caption, HumanJudgment)
-    summary = ImportSummary(name, True, _counts(dataset))
-    summary.notes.append(
-        f"excluded {excluded:,} pairs whose candidate is one of the image's own references (standard protocol)"
-    )
-    return summary
-
-
-def _counts(dataset: Dataset) -> dict[str, int]:
-    return {
-        "images": dataset.images.count(),
-        "reference captions": dataset.references().count(),
-        "candidate captions": dataset.candidates().count(),
-        "ratings": HumanJudgment.objects.filter(image__dataset=dataset).count(),
-    }
+    return Flickr8kExpertImporter()(directory, name)
 
 
 def parse_crowdflower(path: Path, captions: dict[str, list[tuple[str, str]]], token_path: Path):
     """Parse ``CrowdFlowerAnnotations.txt`` into [(line number, image, caption id, n_yes, n_no), ...].
 
     Each line is image TAB caption id TAB fraction of yes TAB #yes TAB #no. Raises
-    DatasetFormatError (file, line, problem) for a line without five TAB-separated fields, a vote
+    DatasetFormatError (file, line, problem) for a file over the import caps
+    (``IMPORT_MAX_FILE_BYTES``, ``IMPORT_MAX_CAPTIONS`` pairs), a line without five TAB-separated fields, a vote
     count that is not a non-negative integer, a pair without votes or with more than
     :data:`MAX_VOTES_PER_PAIR`, a fraction that is not a number
     or disagrees with #yes / (#yes + #no) by more than 1e-6, an image or caption id missing from the
@@ -278,9 +259,11 @@ def parse_crowdflower(path: Path, captions: dict[str, list[tuple[str, str]]], to
     """
     known_ids = {cid for caps in captions.values() for cid, _ in caps}
     rows, seen = [], set()
+    counter = CaptionCounter(path)  # each pair is a candidate caption
     for lineno, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
+        counter.add(1, lineno)
         fields = line.split("\t")
         if len(fields) != 5:
             raise DatasetFormatError(
@@ -291,7 +274,7 @@ def parse_crowdflower(path: Path, captions: dict[str, list[tuple[str, str]]], to
         counts = []
         for label, value in (("#yes", raw_yes), ("#no", raw_no)):
             if not (value.isascii() and value.isdigit()):
-                raise DatasetFormatError(path, f"{label} {value[:50]!r} is not a non-negative integer", lineno)
+                raise DatasetFormatError(path, f"{label} {shorten(value)} is not a non-negative integer", lineno)
             counts.append(int(value) if len(value) <= 12 else MAX_VOTES_PER_PAIR + 1)
         n_yes, n_no = counts
         if n_yes + n_no == 0:
@@ -301,17 +284,17 @@ def parse_crowdflower(path: Path, captions: dict[str, list[tuple[str, str]]], to
         try:
             fraction = float(raw_fraction)
         except ValueError:
-            raise DatasetFormatError(path, f"fraction of yes {raw_fraction!r} is not a number", lineno) from None
+            raise DatasetFormatError(path, f"fraction of yes {shorten(raw_fraction)} is not a number", lineno) from None
         expected = n_yes / (n_yes + n_no)
         if not abs(fraction - expected) <= PERCENT_TOLERANCE:  # also rejects nan
             raise DatasetFormatError(
-                path, f"fraction of yes {raw_fraction} disagrees with #yes/(#yes+#no) = {n_yes}/{n_yes + n_no} = {expected:.6g}",
+                path, f"fraction of yes {shorten(raw_fraction, quote=False)} disagrees with #yes/(#yes+#no) = {n_yes}/{n_yes + n_no} = {expected:.6g}",
                 lineno,
             )
         if image not in captions:
-            raise DatasetFormatError(path, f"image {image!r} has no reference captions in {token_path.name}", lineno)
+            raise DatasetFormatError(path, f"image {shorten(image)} has no reference captions in {token_path.name}", lineno)
         if caption_id not in known_ids:
-            raise DatasetFormatError(path, f"caption id {caption_id!r} not found in {token_path.name}", lineno)
+            raise DatasetFormatError(path, f"caption id {shorten(caption_id)} not found in {token_path.name}", lineno)
         if (image, caption_id) in seen:
             raise DatasetFormatError(path, f"duplicate pair ({image}, {caption_id})", lineno)
         seen.add((image, caption_id))
@@ -347,7 +330,7 @@ def crowdflower_references(rows, captions: dict[str, list[tuple[str, str]]], pat
                 removed[image] = removed.get(image, 0) + 1
                 if not refs:
                     raise DatasetFormatError(
-                        path, f"image {image!r} has no reference caption left once its judged candidates are removed "
+                        path, f"image {shorten(image)} has no reference caption left once its judged candidates are removed "
                         "(the protocol removes every judged candidate from its image's references; metrics need at "
                         "least one reference)", lineno,
                     )
@@ -355,17 +338,74 @@ def crowdflower_references(rows, captions: dict[str, list[tuple[str, str]]], pat
     return references, removed
 
 
+class Flickr8kCrowdFlowerImporter(Importer):
+    """Flickr8k-CrowdFlower (``import_dataset flickr8k-crowdflower``), following the protocol of
+    Hessel et al. 2021 (CLIPScore, appendix A; see the module docstring and
+    :data:`CROWDFLOWER_PROTOCOL`).
+
+    Parsed rows: one image per judged image (sorted keys, 1,000); the reference system
+    ``flickr8k-references`` holds each image's reduced reference list (:func:`crowdflower_references`);
+    the candidate system ``crowdflower-candidates`` one caption per pair (47,830, key = caption id);
+    every vote is one judgment (criterion ``describes``, raters ``vote_1`` .. ``vote_n`` of the pair,
+    score 1.0 for the #yes first votes and 0.0 for the rest: the file only has counts, so rater
+    labels are positions, not workers), so that a caption's mean score is its fraction of yes votes.
+    """
+
+    format = "flickr8k-crowdflower"
+    files = (CROWDFLOWER_FILE, TOKEN_FILE)
+    counts = {"images": "images", "reference captions": "references", "candidate captions": "candidates",
+              "votes": "judgments"}
+
+    def parse(self, paths, **options) -> ParsedDataset:
+        token_path, cf_path = paths[TOKEN_FILE], paths[CROWDFLOWER_FILE]
+        captions = parse_tokens(token_path)
+        rows = parse_crowdflower(cf_path, captions, token_path)
+        references, removed = crowdflower_references(rows, captions, cf_path)
+        text_by_id = {cid: text for caps in captions.values() for cid, text in caps}
+        judged_images = sorted(references)
+        own = sum(1 for _, image, cid, _, _ in rows if cid.startswith(image + "#"))
+        left: dict[int, int] = {}
+        for image in removed:
+            left[len(references[image])] = left.get(len(references[image]), 0) + 1
+        kept = ", ".join(f"{n:,} keep {k}" for k, n in sorted(left.items(), reverse=True))
+        return ParsedDataset(
+            source=cf_path,
+            description="Flickr8k-CrowdFlower: yes/no crowd votes on whether a caption describes the image "
+            "(Hodosh et al. 2013); human score = fraction of yes votes.",
+            citation=CITATION, criterion=CROWDFLOWER_CRITERION, scale_min=0, scale_max=1,
+            protocol=dict(CROWDFLOWER_PROTOCOL),
+            images=judged_images,
+            systems=[
+                SystemSpec(REFERENCE_SYSTEM, System.HUMAN,
+                           "The Flickr8k reference captions of each judged image, minus those that are judged "
+                           "candidates of the same image (CrowdFlower protocol, Hessel et al. 2021)."),
+                SystemSpec(CROWDFLOWER_SYSTEM, System.RETRIEVAL,
+                           "Flickr8k captions (of the judged image or of another one) shown with an image to "
+                           "CrowdFlower workers, who voted whether the caption describes the image."),
+            ],
+            reference_system=REFERENCE_SYSTEM,
+            references=[
+                CaptionSpec(image, REFERENCE_SYSTEM, cid, text) for image in judged_images for cid, text in references[image]
+            ],
+            captions=[CaptionSpec(image, CROWDFLOWER_SYSTEM, cid, text_by_id[cid]) for _, image, cid, _, _ in rows],
+            judgments=[
+                JudgmentSpec(image, CROWDFLOWER_SYSTEM, cid, CROWDFLOWER_CRITERION, f"vote_{k}",
+                             1.0 if k <= n_yes else 0.0, self.kind)
+                for _, image, cid, n_yes, n_no in rows
+                for k in range(1, n_yes + n_no + 1)
+            ],
+            notes=[
+                f"kept all {len(rows):,} pairs ({own:,} of them have one of the image's own captions as candidate); "
+                f"{sum(removed.values()):,} references equal to a judged candidate's text were removed from "
+                f"{len(removed):,} of {len(references):,} images ({kept or 'none'} references); no image is left "
+                "without references (protocol of Hessel et al. 2021, appendix A)"
+            ],
+        )
+
+
 def import_flickr8k_crowdflower(directory: Path | str, name: str) -> ImportSummary:
     """Import Flickr8k-CrowdFlower from ``directory`` (``CrowdFlowerAnnotations.txt`` and
-    ``Flickr8k.token.txt``) as dataset ``name``, all or nothing, following the protocol of Hessel et
-    al. 2021 (CLIPScore, appendix A; see the module docstring and :data:`CROWDFLOWER_PROTOCOL`).
-
-    Rows written: one Image per judged image (1,000); the reference system ``flickr8k-references``
-    holds each image's reduced reference list (:func:`crowdflower_references`); the candidate system
-    ``crowdflower-candidates`` one Caption per pair (47,830, key = caption id); every vote is one
-    HumanJudgment (criterion ``describes``, raters ``vote_1`` .. ``vote_n`` of the pair, score 1.0
-    for the #yes first votes and 0.0 for the rest: the file only has counts, so rater labels are
-    positions, not workers), so that a caption's mean score is its fraction of yes votes.
+    ``Flickr8k.token.txt``) as dataset ``name``, all or nothing (:class:`Flickr8kCrowdFlowerImporter`).
 
     Everything is validated before the first row is written, in one transaction; identical files
     under the same name change nothing.
@@ -378,91 +418,4 @@ def import_flickr8k_crowdflower(directory: Path | str, name: str) -> ImportSumma
     DatasetExistsError
         ``name`` is taken by a dataset with other contents.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise DatasetFormatError(directory, "directory not found")
-    token_path, cf_path = directory / TOKEN_FILE, directory / CROWDFLOWER_FILE
-    captions = parse_tokens(token_path)
-    rows = parse_crowdflower(cf_path, captions, token_path)
-    references, removed = crowdflower_references(rows, captions, cf_path)
-    text_by_id = {cid: text for caps in captions.values() for cid, text in caps}
-    digest = fingerprint(cf_path, token_path)
-    kind = "flickr8k-crowdflower"
-
-    with transaction.atomic():
-        existing = Dataset.objects.select_for_update().filter(name=name).first()
-        if check_existing(existing, kind, digest):
-            return ImportSummary(name, False, _crowdflower_counts(existing))
-        dataset = Dataset.objects.create(
-            name=name, kind=kind, fingerprint=digest, citation=CITATION,
-            description="Flickr8k-CrowdFlower: yes/no crowd votes on whether a caption describes the image "
-            "(Hodosh et al. 2013); human score = fraction of yes votes.",
-            criterion=CROWDFLOWER_CRITERION, scale_min=0, scale_max=1, protocol=dict(CROWDFLOWER_PROTOCOL),
-        )
-        refs = System.objects.create(
-            dataset=dataset, name=REFERENCE_SYSTEM, kind=System.HUMAN,
-            description="The Flickr8k reference captions of each judged image, minus those that are judged "
-            "candidates of the same image (CrowdFlower protocol, Hessel et al. 2021).",
-        )
-        cands = System.objects.create(
-            dataset=dataset, name=CROWDFLOWER_SYSTEM, kind=System.RETRIEVAL,
-            description="Flickr8k captions (of the judged image or of another one) shown with an image to "
-            "CrowdFlower workers, who voted whether the caption describes the image.",
-        )
-        dataset.reference_system = refs
-        dataset.save(update_fields=["reference_system"])
-
-        judged_images = sorted(references)
-        Image.objects.bulk_create([Image(dataset=dataset, key=key) for key in judged_images])
-        image_ids = dict(Image.objects.filter(dataset=dataset).values_list("key", "id"))
-        Caption.objects.bulk_create(
-            [
-                Caption(image_id=image_ids[image], system=refs, key=cid, text=text)
-                for image in judged_images
-                for cid, text in references[image]
-            ],
-            batch_size=2000,
-        )
-        Caption.objects.bulk_create(
-            [Caption(image_id=image_ids[image], system=cands, key=cid, text=text_by_id[cid]) for _, image, cid, _, _ in rows],
-            batch_size=2000,
-        )
-        caption_ids = {
-            (image_id, key): pk
-            for pk, image_id, key in Caption.objects.filter(system=cands).values_list("id", "image_id", "key")
-        }
-        HumanJudgment.objects.bulk_create(
-            [
-                HumanJudgment(
-                    caption_id=caption_ids[(image_ids[image], cid)], image_id=image_ids[image], system=cands,
-                    criterion=CROWDFLOWER_CRITERION, rater=f"vote_{k}", score=1.0 if k <= n_yes else 0.0,
-                    source=kind,
-                )
-                for _, image, cid, n_yes, n_no in rows
-                for k in range(1, n_yes + n_no + 1)
-            ],
-            batch_size=5000,
-        )
-    refresh_statistics(Image, Caption, HumanJudgment)
-    summary = ImportSummary(name, True, _crowdflower_counts(dataset))
-    own = sum(1 for _, image, cid, _, _ in rows if cid.startswith(image + "#"))
-    left: dict[int, int] = {}
-    for image in removed:
-        left[len(references[image])] = left.get(len(references[image]), 0) + 1
-    kept = ", ".join(f"{n:,} keep {k}" for k, n in sorted(left.items(), reverse=True))
-    summary.notes.append(
-        f"kept all {len(rows):,} pairs ({own:,} of them have one of the image's own captions as candidate); "
-        f"{sum(removed.values()):,} references equal to a judged candidate's text were removed from "
-        f"{len(removed):,} of {len(references):,} images ({kept or 'none'} references); no image is left without "
-        "references (protocol of Hessel et al. 2021, appendix A)"
-    )
-    return summary
-
-
-def _crowdflower_counts(dataset: Dataset) -> dict[str, int]:
-    return {
-        "images": dataset.images.count(),
-        "reference captions": dataset.references().count(),
-        "candidate captions": dataset.candidates().count(),
-        "votes": HumanJudgment.objects.filter(image__dataset=dataset).count(),
-    }
+    return Flickr8kCrowdFlowerImporter()(directory, name)

@@ -44,19 +44,23 @@ import random
 from pathlib import Path
 
 import numpy as np
-from django.db import transaction
 from django.db.models import Count, Q
 
-from ..models import Caption, Dataset, Image, PairwiseJudgment, System
+from ..models import Dataset, PairwiseJudgment, System
 from .base import (
     MAX_KEY_CHARS,
+    CaptionCounter,
+    CaptionSpec,
     DatasetFormatError,
     ImportSummary,
-    check_existing,
+    Importer,
+    ImporterOption,
+    PairwiseSpec,
+    ParsedDataset,
+    SystemSpec,
+    check_file_size,
     check_text,
-    combined_fingerprint,
-    fingerprint,
-    refresh_statistics,
+    shorten,
 )
 
 REFS_FILE = "pascal50S.mat"
@@ -94,7 +98,7 @@ def pascal50s_category(system_b_name: str, system_c_name: str) -> str:
         return "HM"
     if machines == 2:
         return "MM"
-    raise ValueError(f"systems {system_b_name!r} and {system_c_name!r} do not form a PASCAL-50S category")
+    raise ValueError(f"systems {shorten(system_b_name)} and {shorten(system_c_name)} do not form a PASCAL-50S category")
 
 
 _MACHINES = frozenset(f"machine-{k}" for k in range(1, 6))
@@ -147,7 +151,7 @@ def _try_loadmat(path: str) -> None:
 
 def _loadmat(path: Path) -> dict:
     """``scipy.io.loadmat(path)``; DatasetFormatError naming ``path`` for a missing, unreadable or
-    corrupt file.
+    corrupt file, or one larger than ``IMPORT_MAX_FILE_BYTES`` (refused from its size on disk).
 
     On some corrupt files scipy's compiled reader crashes the process (a segmentation fault, seen
     with scipy 1.17 on a truncated file with an invalid element type), which a ``try`` cannot
@@ -157,6 +161,7 @@ def _loadmat(path: Path) -> dict:
     """
     if not path.is_file():
         raise DatasetFormatError(path, "file not found")
+    check_file_size(path)  # before scipy reads any of it
     import multiprocessing
 
     import scipy.io
@@ -184,7 +189,7 @@ def _loadmat(path: Path) -> dict:
 def _variable(mat: dict, name: str, path: Path):
     if name not in mat:
         known = ", ".join(k for k in mat if not k.startswith("__")) or "none"
-        raise DatasetFormatError(path, f"missing variable {name!r} (variables: {known})")
+        raise DatasetFormatError(path, f"missing variable {shorten(name)} (variables: {shorten(known, quote=False)})")
     return mat[name]
 
 
@@ -207,7 +212,7 @@ def _string(value, path: Path, where: str, allow_empty: bool = False) -> str:
 def _struct_field(entry, field: str, path: Path, where: str):
     names = getattr(getattr(entry, "dtype", None), "names", None) or ()
     if field not in names:
-        raise DatasetFormatError(path, f"{where}: struct has no field {field!r} (fields: {', '.join(names) or 'none'})")
+        raise DatasetFormatError(path, f"{where}: struct has no field {shorten(field)} (fields: {shorten(', '.join(names) or 'none', quote=False)})")
     return entry[field]
 
 
@@ -215,13 +220,15 @@ def read_references(path: Path) -> dict[str, list[str]]:
     """Read ``pascal50S.mat`` into {image: [sentence, ...]} in file order (sentences whitespace-normalised).
 
     Raises DatasetFormatError for an unreadable (e.g. truncated) file, a missing ``refs`` variable or
-    field, an image without sentences, an empty sentence or an image listed twice.
+    field, an image without sentences, an empty sentence, an image listed twice, or a file over the
+    import caps (``IMPORT_MAX_FILE_BYTES``, ``IMPORT_MAX_CAPTIONS`` sentences).
     """
     mat = _loadmat(path)
     refs = _variable(mat, "refs", path)
     if not isinstance(refs, np.ndarray) or refs.dtype.names is None or refs.size == 0:
         raise DatasetFormatError(path, "refs must be a non-empty struct array with fields image and sent")
     out: dict[str, list[str]] = {}
+    counter = CaptionCounter(path)
     for i, entry in enumerate(refs.ravel(), start=1):
         where = f"refs({i})"
         image = check_text(_string(_struct_field(entry, "image", path, where), path, f"{where}.image"), path,
@@ -229,9 +236,10 @@ def read_references(path: Path) -> dict[str, list[str]]:
         sents = _struct_field(entry, "sent", path, where)
         if not isinstance(sents, np.ndarray) or sents.dtype != object or sents.size == 0:
             raise DatasetFormatError(path, f"{where}.sent: expected a non-empty cell array of sentences")
+        counter.add(sents.size)
         sentences = [_string(s, path, f"{where}.sent{{{k}}}") for k, s in enumerate(sents.ravel(), start=1)]
         if image in out:
-            raise DatasetFormatError(path, f"{where}: image {image!r} listed twice")
+            raise DatasetFormatError(path, f"{where}: image {shorten(image)} listed twice")
         out[image] = sentences
     return out
 
@@ -243,8 +251,9 @@ def read_pairs(path: Path, references: dict[str, list[str]], refs_path: Path) ->
 
     Raises DatasetFormatError for an unreadable file, a missing variable, arrays of different
     lengths, a system id outside 1-7, a category outside 1-4 or one that disagrees with the pair's
-    systems, a vote other than +1/-1, a pair without votes, an empty sentence or an image missing
-    from ``refs_path``.
+    systems, a vote other than +1/-1, a pair without votes, an empty sentence, an image missing
+    from ``refs_path``, or a file over the import caps (``IMPORT_MAX_FILE_BYTES``,
+    ``IMPORT_MAX_CAPTIONS`` captions: two per pair).
     """
     mat = _loadmat(path)
     inputs, systems = _variable(mat, "new_input", path), _variable(mat, "new_data", path)
@@ -258,13 +267,14 @@ def read_pairs(path: Path, references: dict[str, list[str]], refs_path: Path) ->
         raise DatasetFormatError(path, f"category must hold {n} numbers, got {getattr(categories, 'size', None)}")
     if not isinstance(results, np.ndarray) or results.size != n:
         raise DatasetFormatError(path, f"result must hold {n} vote lists, got {getattr(results, 'size', None)}")
+    CaptionCounter(path).add(2 * n)  # two candidate captions per pair
     pairs = []
     categories = categories.ravel()
     for i, (entry, sys_row, cat, res) in enumerate(zip(inputs.ravel(), systems, categories, results.ravel()), start=1):
         where = f"pair {i}"
         image = _string(_struct_field(entry, "name", path, where), path, f"{where} name")
         if image not in references:
-            raise DatasetFormatError(path, f"{where}: image {image!r} is not in {refs_path.name}")
+            raise DatasetFormatError(path, f"{where}: image {shorten(image)} is not in {refs_path.name}")
         sent1 = _string(_struct_field(entry, "sent1", path, where), path, f"{where} sent1")
         sent2 = _string(_struct_field(entry, "sent2", path, where), path, f"{where} sent2")
         names = []
@@ -320,7 +330,7 @@ def sample_references(
     fewer than ``n`` sentences.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"the number of references must be a positive integer, got {n!r}")
+        raise ValueError(f"the number of references must be a positive integer, got {shorten(n)}")
     rng = random.Random(seed)
     samples: dict[str, list[tuple[int, str]]] = {}
     excluded: dict[str, int] = {}
@@ -331,7 +341,7 @@ def sample_references(
             excluded[image] = len(sentences) - len(pool)
         if len(pool) < n:
             raise DatasetFormatError(
-                path, f"image {image!r} has {len(pool)} reference sentences besides its candidates, fewer than the "
+                path, f"image {shorten(image)} has {len(pool)} reference sentences besides its candidates, fewer than the "
                 f"{n} references to sample"
             )
         samples[image] = sorted(rng.sample(pool, n))
@@ -373,20 +383,109 @@ def protocol(n_references: int, seed: int) -> dict:
     }
 
 
+class Pascal50sImporter(Importer):
+    """PASCAL-50S (``import_dataset pascal50s [--references N] [--seed S]``); the reading of the
+    files and the protocol are in the module docstring, the stored protocol is :func:`protocol`.
+
+    Parsed rows: one image per image with pairs (1,000, in pair order); the reference system
+    ``pascal50s-references`` with ``references`` sentences per image drawn by
+    :func:`sample_references` with ``seed`` (keys ``ref-NN``, NN = the sentence's number among the
+    50); one system per candidate source (``human-correct``, ``human-other``, ``machine-1`` ..
+    ``machine-5``); two captions per pair (``pair-NNNN-b`` = sent2, ``pair-NNNN-c`` = sent1); one
+    pairwise judgment per vote (no reference, rater ``vote_k``, choice ``c`` for +1, ``b`` for -1).
+    Both options are part of the fingerprint: the same files with other options under the same
+    name are refused.
+    """
+
+    format = KIND
+    files = (REFS_FILE, PAIRS_FILE)
+    options = {
+        "references": ImporterOption(DEFAULT_REFERENCES, "references sampled per image", minimum=1,
+                                     absent_note="it does not sample references"),
+        "seed": ImporterOption(DEFAULT_SEED, "seed of the reference sampling",
+                               absent_note="it does not sample references"),
+    }
+    counts = {"images": "images", "reference captions": "references", "pairs": "pairs", "votes": "pairwise votes"}
+
+    def check_options(self, **options):
+        """As :meth:`Importer.check_options`, with the messages of :func:`import_pascal50s`."""
+        seed = options.get("seed", DEFAULT_SEED)
+        references = options.get("references", DEFAULT_REFERENCES)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an integer, got {shorten(seed)}")
+        if isinstance(references, bool) or not isinstance(references, int) or references < 1:
+            raise ValueError(f"the number of references must be a positive integer, got {shorten(references)}")
+        return super().check_options(**options)
+
+    def parse(self, paths, references: int = DEFAULT_REFERENCES, seed: int = DEFAULT_SEED) -> ParsedDataset:
+        refs_path, pairs_path = paths[REFS_FILE], paths[PAIRS_FILE]
+        sentences = read_references(refs_path)
+        pairs = read_pairs(pairs_path, sentences, refs_path)
+        candidates: dict[str, set[str]] = {}
+        for pair in pairs:
+            candidates.setdefault(pair["image"], set()).update((pair["sent1"], pair["sent2"]))
+        samples, excluded = sample_references(sentences, candidates, references, seed, refs_path)
+        images = list(dict.fromkeys(pair["image"] for pair in pairs))
+        used = sorted({p["system1"] for p in pairs} | {p["system2"] for p in pairs}, key=_system_order)
+        descriptions = {
+            "human-correct": "a human caption of the image (new_data id 6)",
+            "human-other": "a human caption of another image (new_data id 7)",
+        }
+        captions, votes = [], []
+        for p in pairs:
+            b = (p["system2"], p["image"], f"pair-{p['index']:04d}-b")
+            c = (p["system1"], p["image"], f"pair-{p['index']:04d}-c")
+            captions += [CaptionSpec(p["image"], b[0], b[2], p["sent2"]), CaptionSpec(p["image"], c[0], c[2], p["sent1"])]
+            votes += [
+                PairwiseSpec(b, c, f"vote_{k}", PairwiseJudgment.C if vote == 1 else PairwiseJudgment.B, SOURCE)
+                for k, vote in enumerate(p["votes"], start=1)
+            ]
+        hi = [p for p in pairs if p["category"] == "HI"]
+        hi_right = sum(1 for p in hi if _majority_prefers(p, "human-correct"))
+        ties = sum(1 for p in pairs if sum(p["votes"]) == 0)
+        return ParsedDataset(
+            source=pairs_path,
+            description="PASCAL-50S: human forced-choice votes between two candidate captions of PASCAL VOC images "
+            "(Vedantam et al. 2015), categories HC, HI, HM, MM.",
+            citation=CITATION, criterion="", protocol=protocol(references, seed),
+            images=images,
+            systems=[
+                SystemSpec(REFERENCE_SYSTEM, System.HUMAN,
+                           f"{references} of the image's 50 PASCAL-50S sentences, sampled with seed {seed} "
+                           "(its own candidates excluded)."),
+                *(
+                    SystemSpec(
+                        sys_name, System.MODEL if sys_name in _MACHINES else System.HUMAN,
+                        descriptions.get(sys_name, f"machine captioning system {sys_name[-1]} (new_data id {sys_name[-1]})"),
+                    )
+                    for sys_name in used
+                ),
+            ],
+            reference_system=REFERENCE_SYSTEM,
+            references=[
+                CaptionSpec(image, REFERENCE_SYSTEM, f"ref-{k:02d}", text) for image in images for k, text in samples[image]
+            ],
+            captions=captions,
+            pairwise=votes,
+            notes=[
+                "pairs per category: "
+                + ", ".join(f"{c} {sum(1 for p in pairs if p['category'] == c):,}" for c in CATEGORIES)
+                + f"; {ties} pairs with tied votes; in {hi_right:,} of {len(hi):,} HI pairs the majority prefers the "
+                "correct human caption (votes read as +1 = sent1)",
+                f"references: {references} per image sampled with seed {seed} from the image's sentences; "
+                f"{sum(excluded.values())} sentences of {len(excluded)} images were left out of the pools because they "
+                "equal one of the image's candidates",
+            ],
+        )
+
+
 def import_pascal50s(
     directory: Path | str, name: str, references: int = DEFAULT_REFERENCES, seed: int = DEFAULT_SEED,
 ) -> ImportSummary:
     """Import PASCAL-50S from ``directory`` (``pascal50S.mat`` and ``pair_pascal.mat``) as dataset
-    ``name``, all or nothing.
-
-    Rows written: one Image per image with pairs (1,000); the reference system
-    ``pascal50s-references`` with ``references`` sentences per image drawn by
-    :func:`sample_references` with ``seed`` (keys ``ref-NN``, NN = the sentence's number among the
-    50); one System per candidate source (``human-correct``, ``human-other``, ``machine-1`` ..
-    ``machine-5``); two Captions per pair (``pair-NNNN-b`` = sent2, ``pair-NNNN-c`` = sent1); one
-    PairwiseJudgment per vote (reference empty, rater ``vote_k``, choice ``c`` for +1, ``b`` for -1).
-    The dataset's protocol (:func:`protocol`) records ``references`` and ``seed``; importing the same
-    files with other options under the same name raises DatasetExistsError.
+    ``name``, all or nothing (:class:`Pascal50sImporter`). The dataset's protocol
+    (:func:`protocol`) records ``references`` and ``seed``; importing the same files with other
+    options under the same name raises DatasetExistsError.
 
     Raises
     ------
@@ -397,98 +496,7 @@ def import_pascal50s(
     DatasetExistsError
         ``name`` is taken by a dataset with other contents.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    if isinstance(references, bool) or not isinstance(references, int) or references < 1:
-        raise ValueError(f"the number of references must be a positive integer, got {references!r}")
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise DatasetFormatError(directory, "directory not found")
-    refs_path, pairs_path = directory / REFS_FILE, directory / PAIRS_FILE
-    sentences = read_references(refs_path)
-    pairs = read_pairs(pairs_path, sentences, refs_path)
-    candidates: dict[str, set[str]] = {}
-    for pair in pairs:
-        candidates.setdefault(pair["image"], set()).update((pair["sent1"], pair["sent2"]))
-    samples, excluded = sample_references(sentences, candidates, references, seed, refs_path)
-    digest = combined_fingerprint(fingerprint(refs_path, pairs_path), f"references={references};seed={seed}")
-    images = list(dict.fromkeys(pair["image"] for pair in pairs))
-
-    with transaction.atomic():
-        existing = Dataset.objects.select_for_update().filter(name=name).first()
-        if check_existing(existing, KIND, digest):
-            return ImportSummary(name, False, _counts(existing))
-        dataset = Dataset.objects.create(
-            name=name, kind=KIND, fingerprint=digest, citation=CITATION,
-            description="PASCAL-50S: human forced-choice votes between two candidate captions of PASCAL VOC images "
-            "(Vedantam et al. 2015), categories HC, HI, HM, MM.",
-            criterion="", protocol=protocol(references, seed),
-        )
-        refs = System.objects.create(
-            dataset=dataset, name=REFERENCE_SYSTEM, kind=System.HUMAN,
-            description=f"{references} of the image's 50 PASCAL-50S sentences, sampled with seed {seed} "
-            "(its own candidates excluded).",
-        )
-        dataset.reference_system = refs
-        dataset.save(update_fields=["reference_system"])
-        used = sorted({p["system1"] for p in pairs} | {p["system2"] for p in pairs}, key=_system_order)
-        system_rows = {
-            sys_name: System.objects.create(
-                dataset=dataset, name=sys_name, kind=System.MODEL if sys_name in _MACHINES else System.HUMAN,
-                description={
-                    "human-correct": "a human caption of the image (new_data id 6)",
-                    "human-other": "a human caption of another image (new_data id 7)",
-                }.get(sys_name, f"machine captioning system {sys_name[-1]} (new_data id {sys_name[-1]})"),
-            )
-            for sys_name in used
-        }
-        Image.objects.bulk_create([Image(dataset=dataset, key=key) for key in images])
-        image_ids = dict(Image.objects.filter(dataset=dataset).values_list("key", "id"))
-        Caption.objects.bulk_create(
-            [
-                Caption(image_id=image_ids[image], system=refs, key=f"ref-{k:02d}", text=text)
-                for image in images
-                for k, text in samples[image]
-            ]
-            + [
-                Caption(image_id=image_ids[p["image"]], system=system_rows[p[f"system{col}"]],
-                        key=f"pair-{p['index']:04d}-{side}", text=p[f"sent{col}"])
-                for p in pairs
-                for side, col in (("b", 2), ("c", 1))
-            ],
-            batch_size=2000,
-        )
-        caption_ids = dict(
-            Caption.objects.filter(image__dataset=dataset).exclude(system=refs).values_list("key", "id")
-        )
-        PairwiseJudgment.objects.bulk_create(
-            [
-                PairwiseJudgment(
-                    reference=None, caption_b_id=caption_ids[f"pair-{p['index']:04d}-b"],
-                    caption_c_id=caption_ids[f"pair-{p['index']:04d}-c"], rater=f"vote_{k}",
-                    choice=PairwiseJudgment.C if vote == 1 else PairwiseJudgment.B, source=SOURCE,
-                )
-                for p in pairs
-                for k, vote in enumerate(p["votes"], start=1)
-            ],
-            batch_size=5000,
-        )
-    refresh_statistics(Image, Caption, PairwiseJudgment)
-    summary = ImportSummary(name, True, _counts(dataset))
-    hi = [p for p in pairs if p["category"] == "HI"]
-    hi_right = sum(1 for p in hi if _majority_prefers(p, "human-correct"))
-    ties = sum(1 for p in pairs if sum(p["votes"]) == 0)
-    summary.notes.append(
-        "pairs per category: " + ", ".join(f"{c} {sum(1 for p in pairs if p['category'] == c):,}" for c in CATEGORIES)
-        + f"; {ties} pairs with tied votes; in {hi_right:,} of {len(hi):,} HI pairs the majority prefers the correct "
-        "human caption (votes read as +1 = sent1)"
-    )
-    summary.notes.append(
-        f"references: {references} per image sampled with seed {seed} from the image's sentences; "
-        f"{sum(excluded.values())} sentences of {len(excluded)} images were left out of the pools because they equal "
-        "one of the image's candidates"
-    )
-    return summary
+    return Pascal50sImporter()(directory, name, references=references, seed=seed)
 
 
 def _majority_prefers(pair: dict, system: str) -> bool:
@@ -500,13 +508,3 @@ def _majority_prefers(pair: dict, system: str) -> bool:
 
 def _system_order(sys_name: str):
     return (sys_name in _MACHINES, sys_name)
-
-
-def _counts(dataset: Dataset) -> dict[str, int]:
-    pairs = Caption.objects.filter(image__dataset=dataset, key__endswith="-b").exclude(system_id=dataset.reference_system_id)
-    return {
-        "images": dataset.images.count(),
-        "reference captions": dataset.references().count(),
-        "pairs": pairs.count(),
-        "votes": PairwiseJudgment.objects.filter(caption_b__image__dataset=dataset, reference__isnull=True).count(),
-    }

@@ -20,23 +20,25 @@ human captions score highest with people and low with most reference-based metri
 from __future__ import annotations
 
 import math
-import reprlib
 from pathlib import Path
 
-from django.db import transaction
-
-from ..models import Caption, Dataset, HumanJudgment, Image, System
+from ..models import System
 from .base import (
     MAX_KEY_CHARS,
+    CaptionCounter,
+    CaptionSpec,
     DatasetFormatError,
     ImportSummary,
-    check_existing,
+    Importer,
+    JudgmentSpec,
+    ParsedDataset,
+    SystemSpec,
     check_text,
-    fingerprint,
+    image_key,
+    parse_json,
     read_lines,
-    refresh_statistics,
+    shorten,
 )
-from .coco import image_key, parse_json
 
 JUDGMENTS_FILE = "mscoco_THumB-1.0.jsonl"
 REFERENCES_FILE = "mscoco_references.json"
@@ -89,48 +91,51 @@ def _load_json_lines(path: Path) -> list[tuple[int, dict]]:
 
 def _number(obj: dict, field: str, path: Path, lineno: int) -> float:
     if field not in obj:
-        raise DatasetFormatError(path, f"missing field {field!r}", lineno)
+        raise DatasetFormatError(path, f"missing field {shorten(field)}", lineno)
     value = obj[field]
     try:
         number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
     except OverflowError:  # an integer beyond the float range
         number = math.inf
     if not math.isfinite(number):
-        raise DatasetFormatError(path, f"{field} must be a finite number, got {reprlib.repr(value)}", lineno)
+        raise DatasetFormatError(path, f"{field} must be a finite number, got {shorten(value)}", lineno)
     return number
 
 
 def _text(obj: dict, field: str, path: Path, lineno: int, **limit) -> str:
     """The whitespace-normalised non-empty string ``obj[field]`` (see :func:`check_text` for ``limit``)."""
     if field not in obj:
-        raise DatasetFormatError(path, f"missing field {field!r}", lineno)
+        raise DatasetFormatError(path, f"missing field {shorten(field)}", lineno)
     value = obj[field]
     if not isinstance(value, str) or not " ".join(value.split()):
-        raise DatasetFormatError(path, f"{field} must be a non-empty string, got {reprlib.repr(value)}", lineno)
+        raise DatasetFormatError(path, f"{field} must be a non-empty string, got {shorten(value)}", lineno)
     return check_text(" ".join(value.split()), path, field, lineno, **limit)
 
 
 def parse_references(path: Path) -> dict[str, tuple[int, list[str]]]:
     """Parse ``mscoco_references.json`` (JSON lines) into {image key: (set_id, [reference, ...])}.
 
-    Raises DatasetFormatError (file, line, problem) for invalid JSON, a missing field, an empty or
-    non-string reference, a malformed id or a duplicated image.
+    Raises DatasetFormatError (file, line, problem) for a file over the import caps
+    (``IMPORT_MAX_FILE_BYTES``, ``IMPORT_MAX_CAPTIONS`` references), invalid JSON (also a key given
+    twice), a missing field, an empty or non-string reference, a malformed id or a duplicated image.
     """
     refs: dict[str, tuple[int, list[str]]] = {}
+    counter = CaptionCounter(path)
     for lineno, obj in _load_json_lines(path):
         if "seg_id" not in obj:
             raise DatasetFormatError(path, "missing field 'seg_id'", lineno)
         key = image_key(obj["seg_id"], path, f"line {lineno}")
         set_id = obj.get("set_id")
         if isinstance(set_id, bool) or not isinstance(set_id, int):
-            raise DatasetFormatError(path, f"set_id must be an integer, got {set_id!r}", lineno)
+            raise DatasetFormatError(path, f"set_id must be an integer, got {shorten(set_id)}", lineno)
         texts = obj.get("refs")
         if not isinstance(texts, list) or not texts:
             raise DatasetFormatError(path, "refs must be a non-empty list of captions", lineno)
+        counter.add(len(texts), lineno)
         clean = []
         for k, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
-                raise DatasetFormatError(path, f"refs[{k}] must be a non-empty string, got {reprlib.repr(text)}", lineno)
+                raise DatasetFormatError(path, f"refs[{k}] must be a non-empty string, got {shorten(text)}", lineno)
             clean.append(check_text(" ".join(text.split()), path, f"refs[{k}]", lineno))
         if key in refs:
             raise DatasetFormatError(path, f"duplicate seg_id {key}", lineno)
@@ -146,10 +151,13 @@ def parse_judgments(path: Path, references: dict[str, tuple[int, list[str]]], re
     :data:`~crowd.importers.base.MAX_CAPTION_CHARS`, no NUL characters; P and R in [1, 5]; penalties Fl, Con, Inc <= 0;
     human_score = (P + R) / 2 + Fl + Con + Inc (within 1e-6); ``image`` names the same COCO id as
     ``seg_id``; the image has references in ``refs_path`` with the same set_id; no (image, system)
-    twice. Raises DatasetFormatError (file, line, problem).
+    twice; at most ``IMPORT_MAX_CAPTIONS`` lines, each a caption, and ``IMPORT_MAX_FILE_BYTES``
+    bytes. Raises DatasetFormatError (file, line, problem).
     """
     rows, seen = [], set()
+    counter = CaptionCounter(path)
     for lineno, obj in _load_json_lines(path):
+        counter.add(1, lineno)
         system = _text(obj, "SYS", path, lineno, max_chars=100)
         hyp = _text(obj, "hyp", path, lineno)
         if "seg_id" not in obj:
@@ -159,10 +167,10 @@ def parse_judgments(path: Path, references: dict[str, tuple[int, list[str]]], re
             raise DatasetFormatError(path, f"SYS and seg_id together exceed the {MAX_KEY_CHARS} characters of a caption key", lineno)
         file_key = image_key(_text(obj, "image", path, lineno), path, f"line {lineno}")
         if file_key != key:
-            raise DatasetFormatError(path, f"image {obj['image']!r} is not COCO image {key} (seg_id)", lineno)
+            raise DatasetFormatError(path, f"image {shorten(obj['image'])} is not COCO image {key} (seg_id)", lineno)
         set_id = obj.get("set_id")
         if isinstance(set_id, bool) or not isinstance(set_id, int):
-            raise DatasetFormatError(path, f"set_id must be an integer, got {set_id!r}", lineno)
+            raise DatasetFormatError(path, f"set_id must be an integer, got {shorten(set_id)}", lineno)
         p, r = _number(obj, "P", path, lineno), _number(obj, "R", path, lineno)
         for name, value in (("P", p), ("R", r)):
             if not 1 <= value <= 5:
@@ -184,23 +192,88 @@ def parse_judgments(path: Path, references: dict[str, tuple[int, list[str]]], re
                 path, f"set_id {set_id} of image {key} differs from {references[key][0]} in {refs_path.name}", lineno
             )
         if (key, system) in seen:
-            raise DatasetFormatError(path, f"duplicate caption of image {key} by system {system!r}", lineno)
+            raise DatasetFormatError(path, f"duplicate caption of image {key} by system {shorten(system)}", lineno)
         seen.add((key, system))
         rows.append({"line": lineno, "image": key, "set_id": set_id, "system": system, "hyp": hyp,
                      "human_score": score, "P": p, "R": r})
     return rows
 
 
-def import_thumb(directory: Path | str, name: str) -> ImportSummary:
-    """Import THumB 1.0 (MSCOCO) from ``directory`` as dataset ``name``, all or nothing.
+class ThumbImporter(Importer):
+    """THumB 1.0 for MSCOCO (``import_dataset thumb``); protocol :data:`PROTOCOL` (Pearson
+    headline, instance and system level).
 
-    Rows written: one Image per judged COCO image (key = the COCO id, e.g. ``"974"``, as the COCO
-    importer names images); the reference system ``coco-references`` with each image's 4
-    references; one System per ``SYS`` value (``Human`` of kind human, the others models) with one
-    Caption per line (key ``"<SYS>:<seg_id>"``); per caption three HumanJudgment rows by rater
-    ``thumb``: criteria ``human_score``, ``precision`` (P) and ``recall`` (R). The penalties are
-    checked (human_score = (P+R)/2 + Fl + Con + Inc) but not stored separately.
-    The dataset's protocol is :data:`PROTOCOL` (Pearson headline, instance and system level).
+    Parsed rows: one image per judged COCO image (key = the COCO id, e.g. ``"974"``, as the COCO
+    importer names images; sorted by number); the reference system ``coco-references`` with each
+    image's 4 references (keys ``<id>-ref1`` ..); one system per ``SYS`` value in file order
+    (``Human`` of kind human, the others models) with one caption per line (key
+    ``"<SYS>:<seg_id>"``); per caption three judgments by rater ``thumb``: criteria
+    ``human_score``, ``precision`` (P) and ``recall`` (R). The penalties are checked
+    (human_score = (P+R)/2 + Fl + Con + Inc) but not stored separately.
+    """
+
+    format = KIND
+    files = (JUDGMENTS_FILE, REFERENCES_FILE)
+    counts = {"images": "images", "systems": "systems", "reference captions": "references",
+              "candidate captions": "candidates", "judgments": "judgments"}
+
+    def parse(self, paths, **options) -> ParsedDataset:
+        judgments_path, refs_path = paths[JUDGMENTS_FILE], paths[REFERENCES_FILE]
+        references = parse_references(refs_path)
+        rows = parse_judgments(judgments_path, references, refs_path)
+        images = sorted({row["image"] for row in rows}, key=lambda k: (len(k), k))
+        systems = list(dict.fromkeys(row["system"] for row in rows))
+        same_as_ref: dict[str, int] = {}
+        for row in rows:
+            if row["hyp"] in references[row["image"]][1]:
+                same_as_ref[row["system"]] = same_as_ref.get(row["system"], 0) + 1
+        notes = [
+            f"{len(systems)} systems ({', '.join(systems)}), {len(images):,} images; criteria human_score, precision, "
+            "recall (one rating each, rater 'thumb')"
+        ]
+        if same_as_ref:
+            per_system = ", ".join(f"{k} {v}" for k, v in sorted(same_as_ref.items(), key=lambda kv: -kv[1]))
+            notes.append(
+                f"{sum(same_as_ref.values())} captions are word for word one of their image's 4 references "
+                f"({per_system}); kept as published (such a caption gets a near-maximal reference-based score)"
+            )
+        return ParsedDataset(
+            source=judgments_path,
+            description="THumB 1.0: rubric-based precision/recall scores and penalties for 5 systems' captions "
+            "of 500 MSCOCO images (Kasai et al. 2022).",
+            citation=CITATION, criterion="human_score", scale_min=None, scale_max=5, protocol=dict(PROTOCOL),
+            images=images,
+            systems=[
+                SystemSpec(REFERENCE_SYSTEM, System.HUMAN,
+                           "4 MSCOCO reference captions per image (the fifth is the Human system's caption)."),
+                *(
+                    SystemSpec(sys_name, System.HUMAN, "the image's fifth MSCOCO caption") if sys_name == HUMAN_SYSTEM
+                    else SystemSpec(sys_name, System.MODEL, "captioning model")
+                    for sys_name in systems
+                ),
+            ],
+            reference_system=REFERENCE_SYSTEM,
+            references=[
+                CaptionSpec(key, REFERENCE_SYSTEM, f"{key}-ref{k}", text)
+                for key in images
+                for k, text in enumerate(references[key][1], start=1)
+            ],
+            captions=[
+                CaptionSpec(row["image"], row["system"], f"{row['system']}:{row['image']}", row["hyp"]) for row in rows
+            ],
+            judgments=[
+                JudgmentSpec(row["image"], row["system"], f"{row['system']}:{row['image']}", criterion, RATER,
+                             row[field], "thumb-1.0")
+                for row in rows
+                for field, criterion in CRITERIA.items()
+            ],
+            notes=notes,
+        )
+
+
+def import_thumb(directory: Path | str, name: str) -> ImportSummary:
+    """Import THumB 1.0 (MSCOCO) from ``directory`` as dataset ``name``, all or nothing
+    (:class:`ThumbImporter`; the rules are those of :class:`~crowd.importers.base.Importer`).
 
     Raises
     ------
@@ -209,92 +282,4 @@ def import_thumb(directory: Path | str, name: str) -> ImportSummary:
     DatasetExistsError
         ``name`` is taken by a dataset with other contents.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise DatasetFormatError(directory, "directory not found")
-    judgments_path, refs_path = directory / JUDGMENTS_FILE, directory / REFERENCES_FILE
-    references = parse_references(refs_path)
-    rows = parse_judgments(judgments_path, references, refs_path)
-    digest = fingerprint(judgments_path, refs_path)
-    images = sorted({row["image"] for row in rows}, key=lambda k: (len(k), k))
-    systems = list(dict.fromkeys(row["system"] for row in rows))
-    same_as_ref: dict[str, int] = {}
-    for row in rows:
-        if row["hyp"] in references[row["image"]][1]:
-            same_as_ref[row["system"]] = same_as_ref.get(row["system"], 0) + 1
-
-    with transaction.atomic():
-        existing = Dataset.objects.select_for_update().filter(name=name).first()
-        if check_existing(existing, KIND, digest):
-            return ImportSummary(name, False, _counts(existing))
-        dataset = Dataset.objects.create(
-            name=name, kind=KIND, fingerprint=digest, citation=CITATION,
-            description="THumB 1.0: rubric-based precision/recall scores and penalties for 5 systems' captions "
-            "of 500 MSCOCO images (Kasai et al. 2022).",
-            criterion="human_score", scale_min=None, scale_max=5, protocol=dict(PROTOCOL),
-        )
-        refs = System.objects.create(
-            dataset=dataset, name=REFERENCE_SYSTEM, kind=System.HUMAN,
-            description="4 MSCOCO reference captions per image (the fifth is the Human system's caption).",
-        )
-        dataset.reference_system = refs
-        dataset.save(update_fields=["reference_system"])
-        system_rows = {
-            sys_name: System.objects.create(
-                dataset=dataset, name=sys_name, kind=System.HUMAN if sys_name == HUMAN_SYSTEM else System.MODEL,
-                description="the image's fifth MSCOCO caption" if sys_name == HUMAN_SYSTEM else "captioning model",
-            )
-            for sys_name in systems
-        }
-        Image.objects.bulk_create([Image(dataset=dataset, key=key) for key in images])
-        image_ids = dict(Image.objects.filter(dataset=dataset).values_list("key", "id"))
-        Caption.objects.bulk_create(
-            [
-                Caption(image_id=image_ids[key], system=refs, key=f"{key}-ref{k}", text=text)
-                for key in images
-                for k, text in enumerate(references[key][1], start=1)
-            ]
-            + [
-                Caption(image_id=image_ids[row["image"]], system=system_rows[row["system"]],
-                        key=f"{row['system']}:{row['image']}", text=row["hyp"])
-                for row in rows
-            ],
-            batch_size=2000,
-        )
-        caption_ids = {
-            (image_id, system_id): pk
-            for pk, image_id, system_id in Caption.objects.filter(image__dataset=dataset)
-            .exclude(system=refs).values_list("id", "image_id", "system_id")
-        }
-        judgments = []
-        for row in rows:
-            image_id, system = image_ids[row["image"]], system_rows[row["system"]]
-            for field, criterion in CRITERIA.items():
-                judgments.append(HumanJudgment(
-                    caption_id=caption_ids[(image_id, system.id)], image_id=image_id, system=system,
-                    criterion=criterion, rater=RATER, score=row[field], source="thumb-1.0",
-                ))
-        HumanJudgment.objects.bulk_create(judgments, batch_size=5000)
-    refresh_statistics(Image, Caption, HumanJudgment)
-    summary = ImportSummary(name, True, _counts(dataset))
-    summary.notes.append(
-        f"{len(systems)} systems ({', '.join(systems)}), {len(images):,} images; criteria human_score, precision, "
-        "recall (one rating each, rater 'thumb')"
-    )
-    if same_as_ref:
-        per_system = ", ".join(f"{k} {v}" for k, v in sorted(same_as_ref.items(), key=lambda kv: -kv[1]))
-        summary.notes.append(
-            f"{sum(same_as_ref.values())} captions are word for word one of their image's 4 references ({per_system}); "
-            "kept as published (such a caption gets a near-maximal reference-based score)"
-        )
-    return summary
-
-
-def _counts(dataset: Dataset) -> dict[str, int]:
-    return {
-        "images": dataset.images.count(),
-        "systems": dataset.systems.exclude(pk=dataset.reference_system_id).count(),
-        "reference captions": dataset.references().count(),
-        "candidate captions": dataset.candidates().count(),
-        "judgments": HumanJudgment.objects.filter(image__dataset=dataset).count(),
-    }
+    return ThumbImporter()(directory, name)

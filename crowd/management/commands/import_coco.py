@@ -4,6 +4,7 @@ import re
 from django.core.management.base import BaseCommand, CommandError
 
 from crowd.importers import DatasetExistsError, DatasetFormatError
+from crowd.importers.base import shorten
 from crowd.importers.coco import import_coco, parse_system_file
 
 
@@ -26,7 +27,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, name, annotations, results, objects, references_name, **options):
         if not re.fullmatch(r"[-a-zA-Z0-9_]{1,100}", name):
-            raise CommandError(f"invalid --name {name[:120]!r}: use letters, digits, '-' and '_' (at most 100)")
+            raise CommandError(f"invalid --name {shorten(name)}: use letters, digits, '-' and '_' (at most 100)")
         try:
             systems = [parse_system_file(spec) for spec in results]
             summary = import_coco(name, annotations, systems, objects, references_name=references_name)
