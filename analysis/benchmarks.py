@@ -3,7 +3,8 @@
 One *benchmark report* per dataset (and judged criterion) gathers, for every metric with a complete
 run:
 
-* correlations at three levels (google-research/mt-metrics-eval's groupings, see the shared notes):
+* correlations at three levels (google-research/mt-metrics-eval's ``average_by``: the report's
+  ``item`` level is ``average_by="none"``, ``image`` is ``average_by="item"``):
   ``item`` -- pooled over all rows (each rating a row, or each caption's mean, as the dataset's
   protocol says), with 95% bootstrap intervals resampling images;
   ``image`` -- the within-image correlation across an image's candidates, averaged over images
@@ -11,7 +12,8 @@ run:
   ``system`` -- one mean score per system (metric and humans), correlated across systems
   (Kasai et al. 2022, THumB), bootstrap over images and, separately, over systems;
 * pairwise accuracy with ties acc_23, Kendall tau_23 and the tie-calibrated accuracy acc_eq with
-  its epsilon (Deutsch et al. 2023, "Ties Matter"), pooled at the item level;
+  its epsilon (Deutsch et al. 2023, "Ties Matter"), over all pairs of rows at the item level
+  (``average_by="none"``: no grouping, so the per-group averages of these statistics do not apply);
 * significance between every two metrics on the same rows: a paired permutation test on the
   headline statistic and Williams' test on Pearson, with WMT-style significance clusters (ranks);
 * the human ceiling: leave-one-rater-out (each rating is a row) or split-half (per-caption means)
@@ -28,19 +30,19 @@ settings give identical numbers, and reports are cached under a key of all input
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from analysis.statistics import (
     STATISTICS,
     compare_forced_choice,
     compare_metrics,
-    correlate,
+    finite_or_none,
     forced_choice_accuracy,
+    forced_choice_credit,
     forced_choice_ceiling,
     kendall_tau_23,
     leave_one_rater_out,
+    metric_agreement,
     pairwise_accuracy,
     per_group_correlation,
     split_half_ceiling,
@@ -75,17 +77,6 @@ LABELS = {
     "acc_eq": "acc_eq (tie-calibrated)", "accuracy": "accuracy",
 }
 REPORT_VERSION = "benchmark-report/1"
-
-
-def _num(x) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def _pair(ci) -> list:
-    return [_num(ci[0]), _num(ci[1])] if ci is not None else [None, None]
 
 
 def check_settings(levels, statistics, n_resamples: int, n_permutations: int, alpha: float) -> tuple[tuple, tuple]:
@@ -143,7 +134,7 @@ def benchmark_report(
     levels, statistics = check_settings(levels, statistics, n_resamples, n_permutations, alpha)
     dataset = pipeline.get_dataset(dataset_name)
     proto = protocol(dataset)
-    if proto["task"] == "forced_choice":
+    if proto["task"] == Dataset.TASK_FORCED_CHOICE:
         criterion = None
     else:
         criterion = check_criterion(dataset, criterion)
@@ -151,14 +142,14 @@ def benchmark_report(
     settings = {
         "levels": list(levels), "statistics": list(statistics), "n_resamples": int(n_resamples), "confidence": 0.95,
         "seed": int(seed), "n_permutations": int(n_permutations) if significance else 0, "alpha": float(alpha),
-        "bootstrap_unit": "pair" if proto["task"] == "forced_choice" else "image",
+        "bootstrap_unit": "pair" if proto["task"] == Dataset.TASK_FORCED_CHOICE else "image",
     }
     key = report_key(dataset, runs, n_resamples, seed, None, criterion=criterion, kind=REPORT_VERSION, settings=settings)
     if use_cache:
         cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
         if cached is not None:
             return _restore_order(cached.payload, runs)
-    if proto["task"] == "forced_choice":
+    if proto["task"] == Dataset.TASK_FORCED_CHOICE:
         report = _forced_choice_report(dataset, proto, runs, settings, significance)
     else:
         report = _rating_report(dataset, proto, criterion, runs, settings, levels, statistics, significance)
@@ -176,7 +167,7 @@ def _restore_order(report: dict, runs: dict) -> dict:
 def _header(dataset: Dataset, proto: dict, runs: dict, settings: dict, task: str, criterion=None) -> dict:
     return {
         "version": REPORT_VERSION, "dataset": dataset.name, "criterion": criterion, "task": task,
-        "protocol": proto, "headline": proto["headline"] if task == "rating" else "accuracy",
+        "protocol": proto, "headline": proto["headline"] if task == Dataset.TASK_RATING else "accuracy",
         "settings": settings, "metrics": {},
     }
 
@@ -185,7 +176,7 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
     rows = judgment_rows(dataset, runs, criterion)
     n_resamples, seed = settings["n_resamples"], settings["seed"]
     headline = proto["headline"] if proto["headline"] in STATISTICS else "kendall_tau_b"
-    report = _header(dataset, proto, runs, settings, "rating", criterion or dataset.criterion)
+    report = _header(dataset, proto, runs, settings, Dataset.TASK_RATING, criterion or dataset.criterion)
     report["headline"] = headline
     n_systems = len(np.unique(rows.system))
     report["counts"] = {
@@ -197,16 +188,17 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
         x = rows.metric[metric]
         entry = {"name": metric_name(metric, run), "run": run.pk, "version": run.version}
         if "item" in levels:
-            result = correlate(x, rows.human, rows.image, statistics, n_resamples=n_resamples, seed=seed)
+            agreement = metric_agreement(entry["name"], x, rows.human, rows.image, statistics, n_resamples=n_resamples, seed=seed)
+            # tau_23, acc_23 and acc_eq over all pairs of rows (no grouping: mt-metrics-eval
+            # average_by="none"), so the per-group averages do not apply and the figures are unchanged.
             calibrated = tie_calibrated_accuracy(x, rows.human)
             entry["item"] = {
-                "values": {s: _num(result.values[s]) for s in statistics},
-                "ci95": {s: _pair(result.ci95.get(s)) for s in statistics},
+                **agreement.level_block(),
                 "pairwise": {
-                    "kendall_tau_23": _num(kendall_tau_23(x, rows.human)),
-                    "pairwise_accuracy": _num(pairwise_accuracy(x, rows.human)),
-                    "acc_eq": _num(calibrated.accuracy),
-                    "epsilon": _num(calibrated.epsilon),
+                    "kendall_tau_23": finite_or_none(kendall_tau_23(x, rows.human)),
+                    "pairwise_accuracy": finite_or_none(pairwise_accuracy(x, rows.human)),
+                    "acc_eq": finite_or_none(calibrated.accuracy),
+                    "epsilon": finite_or_none(calibrated.epsilon),
                 },
             }
         if "image" in levels:
@@ -217,8 +209,8 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
                 per_image[s] = r
             first = next(iter(per_image.values()))
             entry["image"] = {
-                "values": {s: _num(r.value) for s, r in per_image.items()},
-                "ci95": {s: _pair(r.ci95) for s, r in per_image.items()},
+                "values": {s: finite_or_none(r.estimate.value) for s, r in per_image.items()},
+                "ci95": {s: r.estimate.interval_json() for s, r in per_image.items()},
                 "n_images_used": int(first.n_groups_used), "n_images_skipped": int(first.n_groups_skipped),
             }
         if "system" in levels:
@@ -230,9 +222,9 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
                 by_systems = {s: system_level_correlation(x, rows.human, rows.system, rows.image, statistic=s, resample="systems",
                                                           n_resamples=n_resamples, seed=seed) for s in statistics}
                 entry["system"] = {
-                    "values": {s: _num(r.value) for s, r in by_images.items()},
-                    "ci95": {s: _pair(r.ci95) for s, r in by_images.items()},
-                    "ci95_systems": {s: _pair(r.ci95) for s, r in by_systems.items()},
+                    "values": {s: finite_or_none(r.estimate.value) for s, r in by_images.items()},
+                    "ci95": {s: r.estimate.interval_json() for s, r in by_images.items()},
+                    "ci95_systems": {s: r.estimate.interval_json() for s, r in by_systems.items()},
                     "n_systems": int(n_systems),
                 }
         report["metrics"][metric] = entry
@@ -268,7 +260,7 @@ def _rating_ceiling(dataset, criterion, proto, statistic, n_resamples, seed) -> 
     if len(items) == 0 or np.bincount(np.unique(items, return_inverse=True)[1]).max() < 2:
         return {"error": "one rating per caption: the human ceiling cannot be estimated from this dataset"}
     try:
-        if proto["rows"] == "mean":
+        if proto["rows"] == Dataset.ROWS_MEAN:
             result = split_half_ceiling(items, raters, scores, statistic=statistic, n_resamples=min(n_resamples, 200) or 0, seed=seed)
         else:
             result = leave_one_rater_out(items, raters, scores, statistic=statistic, n_resamples=n_resamples, seed=seed)
@@ -311,7 +303,7 @@ def _vote_ceiling(vote_lists, settings) -> dict:
 
 def _forced_choice_report(dataset, proto, runs, settings, significance) -> dict:
     categories, votes_b, votes, scores = forced_choice_data(dataset, runs)
-    report = _header(dataset, proto, runs, settings, "forced_choice")
+    report = _header(dataset, proto, runs, settings, Dataset.TASK_FORCED_CHOICE)
     human_b = votes_b / votes
     report["counts"] = {
         "pairs": int(len(votes)), "votes": int(votes.sum()), "tied_pairs": int(np.sum(human_b == 0.5)),
@@ -325,7 +317,7 @@ def _forced_choice_report(dataset, proto, runs, settings, significance) -> dict:
         entry.update(result.to_dict())
         report["metrics"][metric] = entry
         decided = human_b != 0.5
-        correct[metric] = np.where(sb == sc, 0.5, ((sb > sc) == (human_b > 0.5)).astype(float))[decided]
+        correct[metric] = forced_choice_credit(sb, sc, human_b)[decided]
     vote_lists = [np.r_[np.ones(int(vb)), np.zeros(int(v - vb))] for vb, v in zip(votes_b, votes)]
     report["ceiling"] = {"item": _vote_ceiling(vote_lists, settings), "per_category": {
         str(cat): _vote_ceiling([vote_lists[i] for i in np.flatnonzero(categories == cat)], settings)
@@ -349,7 +341,7 @@ def benchmark_columns(dataset: Dataset) -> list[dict]:
     benchmark (THumB: human_score, precision, recall), one per category plus the overall accuracy
     of a forced-choice benchmark (PASCAL-50S: HC, HI, HM, MM, all)."""
     proto = protocol(dataset)
-    if proto["task"] == "forced_choice":
+    if proto["task"] == Dataset.TASK_FORCED_CHOICE:
         cats = proto.get("categories") or []
         return [
             {"id": f"{dataset.name}:{c}", "dataset": dataset.name, "criterion": None, "category": c, "statistic": "accuracy"}
@@ -411,7 +403,7 @@ def comparison(
             out["columns"].append(column)
             for metric, entry in report["metrics"].items():
                 row = rows.setdefault(metric, {"metric": metric, "name": entry["name"], "cells": {}})
-                if report["task"] == "forced_choice":
+                if report["task"] == Dataset.TASK_FORCED_CHOICE:
                     if column["category"] == "all":
                         cell = {"value": entry["accuracy"], "ci95": entry["ci95"], "rank": ranks.get(metric)}
                     else:

@@ -2,16 +2,21 @@
 the human ceiling (split-half reliability), and how well each computed metric agrees with the
 collected judgments -- read straight from the judgment tables, with no export/import step.
 
-Per kind:
+Nothing here depends on which task kind a campaign has: the kind (:mod:`crowd.kinds`, looked up
+with :func:`crowd.kinds.kind_of`) says what its judgments are, and the report follows:
 
-* diversity: each caption set's human diversity (one row per rating) against each set-level metric
-  (Self-CIDEr, LSA, mBLEU diversity, set accuracy) and the set's mean of each per-caption metric
-  computed on the dataset (sets without metric scores, such as the reference set under
-  reference-based metrics, are left out and counted);
-* rating: each rating (relevance, thoroughness) against the caption's metric score;
-* forced choice: the share of pairs where the metric prefers the caption the human majority chose
-  (ties count 1/2, PASCAL-50S protocol, Vedantam et al. 2015);
-* visual atoms: the share of atoms voted visual per category.
+* numeric criteria (``TaskKind.metric_criteria``, e.g. a caption's relevance, a caption set's
+  diversity): each rating (``TaskKind.judgments``) against each metric's score of the rated unit --
+  a caption's score, a caption set's set-level score (Self-CIDEr, LSA, mBLEU diversity, set
+  accuracy), or the mean of a per-caption metric over the set's captions
+  (``TaskKind.unit_captions``); units without metric scores, such as the reference set under
+  reference-based metrics, are left out and counted -- with a split-half ceiling per criterion;
+* caption-pair votes (``TaskKind.pair_votes``): the share of pairs where the metric prefers the
+  caption the human majority chose (ties count 1/2, PASCAL-50S protocol, Vedantam et al., CVPR
+  2015, "CIDEr", Sec. 4), in the kind's ``report_section``;
+* any other kind-specific summary (``TaskKind.summary``, e.g. the share of atoms voted visual per
+  category) in the kind's ``report_section``;
+* position bias from where each answer's parts were on the screen (``TaskKind.shown``).
 
 Bootstrap intervals resample images; the split-half ceiling splits each unit's raters at random.
 """
@@ -21,10 +26,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from analysis.statistics import STATISTICS, correlate, split_half_reliability
+from analysis.statistics import STATISTICS, forced_choice_credit, metric_agreement, split_half_reliability
 from crowd import engine, quality
-from crowd.kinds import get_kind
-from crowd.models import Caption, HumanJudgment, PairwiseJudgment
+from crowd.kinds import TaskKind, kind_of, report_sections
 from metrics.models import MetricScore, SetScore
 from metrics.scorers.registry import METRICS
 
@@ -33,18 +37,13 @@ from .reports import ReportError, completed_runs, metric_name
 DEFAULT_RESAMPLES = 1000
 
 
-def _num(x):
-    x = float(x)
-    return None if np.isnan(x) else x
-
-
 def _metric_scores(campaign):
-    """{metric: {unit: score}} for the metrics with a complete run on the campaign's dataset: units are
-    caption ids for caption-level metrics and "image/system" keys for set-level ones (Self-CIDEr, LSA,
-    mBLEU diversity, set accuracy), which only diversity campaigns use."""
-    levels = ("caption", "set") if campaign.kind == "diversity" else ("caption",)
+    """{metric: {unit: score}} for the metrics with a complete run on the campaign's dataset, at
+    the metric levels comparable with the kind's rated unit (``TaskKind.metric_levels``): units are
+    caption ids for caption-level metrics and "image/system" keys for set-level ones (Self-CIDEr,
+    LSA, mBLEU diversity, set accuracy), which only caption-set kinds use."""
     try:
-        runs = completed_runs(campaign.dataset, levels=levels)
+        runs = completed_runs(campaign.dataset, levels=kind_of(campaign).metric_levels)
     except ReportError:
         return {}
     out = {}
@@ -60,15 +59,11 @@ def _metric_scores(campaign):
 
 
 def human_rows(campaign, criterion):
-    """(unit ids, image ids, rater ids, scores) of the campaign's counted judgments on ``criterion``:
+    """(unit ids, image ids, rater ids, scores as a float array) of the campaign's counted numeric
+    judgments on ``criterion``, as its kind reads them (:meth:`crowd.kinds.TaskKind.judgments`):
     units are caption ids (caption-level) or "image/system" keys (caption sets)."""
-    rows = list(
-        HumanJudgment.objects.filter(campaign=campaign, criterion=criterion)
-        .order_by("image_id", "system_id", "caption_id", "rater")
-        .values_list("image_id", "system_id", "caption_id", "rater", "score")
-    )
-    units = [c if c is not None else f"{i}/{s}" for i, s, c, _, _ in rows]
-    return units, [r[0] for r in rows], [r[3] for r in rows], np.array([r[4] for r in rows], float)
+    rows = kind_of(campaign).judgments(campaign, criterion)
+    return list(rows.units), list(rows.images), list(rows.raters), np.array(rows.scores, float)
 
 
 def _correlations(campaign, criterion, scores, n_resamples, seed):
@@ -76,22 +71,16 @@ def _correlations(campaign, criterion, scores, n_resamples, seed):
     out, notes = {}, []
     if len(human) == 0:
         return out, notes
-    set_level = campaign.kind == "diversity"
-    if set_level:
-        members = defaultdict(list)
-        for pk, image_id, system_id in Caption.objects.filter(image__dataset=campaign.dataset).values_list("pk", "image_id", "system_id"):
-            members[f"{image_id}/{system_id}"].append(pk)
+    members = kind_of(campaign).unit_captions(campaign)  # None: every unit is one caption
     for metric, by_caption in scores.items():
-        if set_level and metric in METRICS and METRICS[metric].level == "set":
+        if members is None or (metric in METRICS and METRICS[metric].level == "set"):
             value = by_caption
-        elif set_level:
+        else:
             value = {}
             for u in set(units):
                 vals = [by_caption[c] for c in members.get(u, []) if c in by_caption]
                 if vals:
                     value[u] = float(np.mean(vals))
-        else:
-            value = by_caption
         keep = [i for i, u in enumerate(units) if u in value]
         if len(keep) < 3 or len({images[i] for i in keep}) < 2:
             notes.append(f"{metric_name(metric)}: fewer than 3 judged units have scores")
@@ -99,10 +88,10 @@ def _correlations(campaign, criterion, scores, n_resamples, seed):
         x = np.array([value[units[i]] for i in keep])
         y = human[keep]
         g = [images[i] for i in keep]
-        result = correlate(x, y, g, STATISTICS, n_resamples=n_resamples, seed=seed)
-        entry = {"name": metric_name(metric), "n_ratings": len(keep), "n_units": len({units[i] for i in keep})}
-        entry.update({s: _num(result.values[s]) for s in STATISTICS})
-        entry["ci95"] = {s: [_num(lo), _num(hi)] for s, (lo, hi) in result.ci95.items()}
+        info = {"n_ratings": len(keep), "n_units": len({units[i] for i in keep})}
+        entry = metric_agreement(
+            metric_name(metric), x, y, g, STATISTICS, n_resamples=n_resamples, seed=seed, info=info,
+        ).to_json()
         out[metric] = entry
         left = len({u for u in units}) - entry["n_units"]
         if left:
@@ -118,64 +107,51 @@ def _ceiling(campaign, criterion, seed):
         return {"error": str(exc)}
 
 
-def _forced_choice(campaign, scores):
-    votes = defaultdict(lambda: [0, 0])
-    keys = {}
-    for ref, b, c, choice in PairwiseJudgment.objects.filter(campaign=campaign).values_list(
-        "reference_id", "caption_b_id", "caption_c_id", "choice"
-    ):
-        votes[(ref, b, c)][0 if choice == "b" else 1] += 1
-        keys[(ref, b, c)] = (b, c)
+def _pair_accuracy(pairs, scores) -> dict:
+    """Agreement of each metric with the human majority on caption pairs (``pairs``: a list of
+    :class:`crowd.kinds.PairVotes`): {"pairs": number of pairs, "metrics": {metric: {"name",
+    "accuracy", "n_pairs"}}}. Pairs without a majority or without both scores are left out; a
+    metric tie counts 1/2 (PASCAL-50S protocol, Vedantam et al., CVPR 2015, Sec. 4)."""
     out = {}
     for metric, by_caption in scores.items():
         hits, n = 0.0, 0
-        for key, (nb, nc) in votes.items():
-            b, c = keys[key]
-            if nb == nc or b not in by_caption or c not in by_caption:
+        for p in pairs:
+            if p.for_b == p.for_c or p.b not in by_caption or p.c not in by_caption:
                 continue
-            human = "b" if nb > nc else "c"
-            sb, sc = by_caption[b], by_caption[c]
-            hits += 0.5 if sb == sc else float(("b" if sb > sc else "c") == human)
+            hits += float(forced_choice_credit(by_caption[p.b], by_caption[p.c], p.for_b / (p.for_b + p.for_c)))
             n += 1
         if n:
             out[metric] = {"name": metric_name(metric), "accuracy": hits / n, "n_pairs": n}
-    return {"pairs": len(votes), "metrics": out}
-
-
-def _visual_atoms(campaign):
-    majority = quality.aggregate(campaign).get("visual", {})
-    items = {it.key: it.payload for it in campaign.items.filter(is_gold=False)}
-    per = defaultdict(lambda: [0, 0])
-    for key, label in majority.items():
-        cat = items[key]["category"] if key in items else None
-        if cat:
-            per[cat][0] += int(label == 1)
-            per[cat][1] += 1
-    return {cat: {"visual": v, "atoms": n, "share": v / n} for cat, (v, n) in sorted(per.items())}
+    return {"pairs": len(pairs), "metrics": out}
 
 
 def position_bias(campaign) -> dict | None:
-    """How answers depend on where things were shown (the order stored on each assignment):
-    diversity -- mean score per screen position of a set; forced choice -- share of choices of the
-    first-shown caption (0.5 without bias), with its binomial two-sided p-value (scipy.stats.binomtest)."""
+    """How answers depend on where things were shown (the order stored on each counted assignment,
+    turned into screen positions by :meth:`crowd.kinds.TaskKind.shown`): for answers that score
+    each shown part -- mean score per screen position, ``{"mean_by_position": {position: mean}}``;
+    for answers that choose one of the shown options -- share of choices of the first-shown option,
+    with its binomial two-sided p-value against 1 / options (0.5 for two; scipy.stats.binomtest),
+    ``{"first_shown_share", "n", "p_value"}``. None for kinds that show one thing or before any
+    counted answer."""
     from scipy.stats import binomtest
 
     from crowd.models import Assignment
 
+    spec = kind_of(campaign)
+    if type(spec).shown is TaskKind.shown:
+        return None
     done = Assignment.objects.filter(campaign=campaign, counted=True).values_list("order", "answer")
-    if campaign.kind == "diversity":
-        by_pos = defaultdict(list)
-        for order, answer in done:
-            for pos, index in enumerate(order["sets"]):
-                by_pos[pos + 1].append(answer["scores"][index])
-        return {"mean_by_position": {p: float(np.mean(v)) for p, v in sorted(by_pos.items())}} if by_pos else None
-    if campaign.kind == "forced_choice":
-        first = [answer["position"] == 1 for _, answer in done]
-        if not first:
-            return None
+    shown = [s for s in (spec.shown(order, answer) for order, answer in done) if s is not None]
+    chosen = [s for s in shown if s.chosen is not None]
+    if chosen:
+        first = [s.chosen == 1 for s in chosen]
         return {"first_shown_share": sum(first) / len(first), "n": len(first),
-                "p_value": float(binomtest(sum(first), len(first), 0.5).pvalue)}
-    return None
+                "p_value": float(binomtest(sum(first), len(first), 1 / chosen[0].n_shown).pvalue)}
+    by_pos = defaultdict(list)
+    for s in shown:
+        for pos, value in (s.scores or {}).items():
+            by_pos[pos].append(value)
+    return {"mean_by_position": {p: float(np.mean(v)) for p, v in sorted(by_pos.items())}} if by_pos else None
 
 
 def campaign_report(campaign, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict:
@@ -183,16 +159,21 @@ def campaign_report(campaign, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 
 
         {"campaign", "kind", "dataset", "progress": {...}, "agreement": {criterion: {...}},
          "ceiling": {criterion: split-half dict}, "correlations": {criterion: {metric: {...}}},
-         "forced_choice": {...} | None, "visual_atoms": {...} | None, "position_bias": {...} | None,
-         "notes": [str],
+         <one key per registered kind's report_section>: {...} | None
+           (built in: the forced-choice kind's pair accuracies, see _pair_accuracy, and the
+           visual-atom kind's shares voted visual per category),
+         "position_bias": {...} | None, "notes": [str],
          "bootstrap": {"n_resamples", "seed", "unit": "image"}}
+
+    ``ceiling`` and ``correlations`` have one entry per numeric criterion of the kind
+    (``metric_criteria``); only the campaign's own kind's section is filled.
     """
-    spec = get_kind(campaign.kind)
+    spec = kind_of(campaign)
     scores = _metric_scores(campaign)
     report = {
-        "campaign": campaign.name, "kind": campaign.kind, "dataset": campaign.dataset.name,
+        "campaign": campaign.name, "kind": spec.name, "dataset": campaign.dataset.name,
         "progress": engine.campaign_counts(campaign), "agreement": quality.agreement(campaign),
-        "ceiling": {}, "correlations": {}, "forced_choice": None, "visual_atoms": None,
+        "ceiling": {}, "correlations": {}, **{key: None for key in report_sections()},
         "position_bias": position_bias(campaign), "notes": [],
         "bootstrap": {"n_resamples": n_resamples, "seed": seed, "unit": "image"},
     }
@@ -201,13 +182,14 @@ def campaign_report(campaign, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 
             f"no metric has been computed on dataset {campaign.dataset.name!r}: "
             f"python manage.py compute_metrics --dataset {campaign.dataset.name} --wait"
         )
-    if campaign.kind in ("diversity", "rating"):
-        for criterion in spec.criteria:
-            report["ceiling"][criterion] = _ceiling(campaign, criterion, seed)
-            report["correlations"][criterion], notes = _correlations(campaign, criterion, scores, n_resamples, seed)
-            report["notes"].extend(notes)
-    elif campaign.kind == "forced_choice":
-        report["forced_choice"] = _forced_choice(campaign, scores)
-    elif campaign.kind == "visual_atom":
-        report["visual_atoms"] = _visual_atoms(campaign)
+    for criterion in spec.metric_criteria:
+        report["ceiling"][criterion] = _ceiling(campaign, criterion, seed)
+        report["correlations"][criterion], notes = _correlations(campaign, criterion, scores, n_resamples, seed)
+        report["notes"].extend(notes)
+    if spec.report_section:
+        pairs = spec.pair_votes(campaign)
+        if pairs is not None:
+            report[spec.report_section] = _pair_accuracy(pairs, scores)
+        else:
+            report[spec.report_section] = spec.summary(campaign, lambda: quality.aggregate(campaign))
     return report

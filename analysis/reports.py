@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.statistics import STATISTICS, correlate, per_group_rank_agreement
+from analysis.statistics import STATISTICS, AgreementReport, finite_or_none, metric_agreement, per_group_rank_agreement
 from crowd.models import Caption, Dataset, HumanJudgment
 from metrics import pipeline, uploads
 from metrics.models import MetricRun, MetricScore, SystemScore
@@ -110,8 +110,8 @@ def protocol(dataset: Dataset) -> dict:
     caption with its mean human score, Flickr8k-CrowdFlower's fraction of yes votes), ``headline``
     statistic, ``criteria``, ``task`` ("rating" or "forced_choice")."""
     proto = dict(getattr(dataset, "protocol", None) or {})
-    proto.setdefault("rows", "rating")
-    proto.setdefault("task", "rating")
+    proto.setdefault("rows", Dataset.ROWS_RATING)
+    proto.setdefault("task", Dataset.TASK_RATING)
     proto.setdefault("headline", "kendall_tau_c")
     proto.setdefault("criteria", [dataset.criterion] if dataset.criterion else [])
     return proto
@@ -121,9 +121,10 @@ def check_criterion(dataset: Dataset, criterion: str | None) -> str | None:
     """``criterion`` if the dataset has judgments on it (None = the main one); ReportError otherwise."""
     if criterion is None or criterion == dataset.criterion:
         return dataset.criterion or None
-    known = sorted(
-        set(HumanJudgment.objects.filter(image__dataset=dataset, campaign__isnull=True).values_list("criterion", flat=True))
-    )
+    imported = HumanJudgment.objects.filter(image__dataset=dataset, campaign__isnull=True)
+    if imported.filter(criterion=criterion).exists():  # one indexed probe, not every judgment row
+        return criterion
+    known = sorted(set(imported.order_by().values_list("criterion", flat=True).distinct()))
     if criterion not in known:
         raise ReportError(
             f"dataset {dataset.name!r} has no judgments on criterion {criterion!r}; its criteria: {', '.join(known) or 'none'}"
@@ -159,7 +160,7 @@ def judgment_rows(dataset: Dataset, runs: dict[str, MetricRun], criterion: str |
     if len(data) == 0:
         raise ReportError(f"dataset {dataset.name!r} has no human judgments" + (f" on {criterion!r}" if criterion else ""))
     if collapse is None:
-        collapse = protocol(dataset)["rows"] == "mean"
+        collapse = protocol(dataset)["rows"] == Dataset.ROWS_MEAN
     if collapse:
         captions, first, inverse = np.unique(data[:, 0], return_index=True, return_inverse=True)
         means = np.bincount(inverse, weights=data[:, 2]) / np.bincount(inverse)
@@ -194,16 +195,16 @@ def parse_weighting(weighting: str | None) -> tuple[str, str] | None:
     diversity ratio l_d, both for the named lexical measure. ReportError for anything else."""
     if not weighting:
         return None
-    kind, _, measure = weighting.partition(":")
-    if kind not in WEIGHTINGS or measure not in LEXICAL_MEASURES:
+    factor, _, measure = weighting.partition(":")
+    if factor not in WEIGHTINGS or measure not in LEXICAL_MEASURES:
         raise ReportError(
             f"weighting must be gap:<measure> or ldr:<measure> with a measure among {', '.join(LEXICAL_MEASURES)}; "
             f"got {weighting!r}"
         )
-    return kind, measure
+    return factor, measure
 
 
-def system_weights(dataset: Dataset, kind: str, measure: str) -> tuple[dict[int, float], MetricRun]:
+def system_weights(dataset: Dataset, factor: str, measure: str) -> tuple[dict[int, float], MetricRun]:
     """{system id: L_g or l_d} from the done run of the lexical ``measure``; ReportError if missing."""
     run = current_run(dataset, measure)
     if run is None or run.status != MetricRun.DONE:
@@ -211,7 +212,7 @@ def system_weights(dataset: Dataset, kind: str, measure: str) -> tuple[dict[int,
             f"{METRICS[measure].name} has not been computed on {dataset.name!r}; run: python manage.py "
             f"compute_metrics --dataset {dataset.name} --metric {measure} --wait"
         )
-    field = "lexical_gap" if kind == "gap" else "ldr"
+    field = "lexical_gap" if factor == "gap" else "ldr"
     weights = {
         sid: (np.nan if details.get(field) is None else float(details[field]))
         for sid, details in SystemScore.objects.filter(run=run).values_list("system_id", "details")
@@ -237,7 +238,8 @@ def correlation_report(
     dataset_name: str, metrics=None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, use_cache: bool = True,
     cider_df: str | None = None, weighting: str | None = None, criterion: str | None = None,
 ) -> dict:
-    """The correlation report of ``dataset_name`` as a JSON-serialisable dict.
+    """The correlation report of ``dataset_name`` as a JSON-serialisable dict: the
+    :meth:`analysis.statistics.AgreementReport.to_json` of the dataset's item-level agreement.
 
     Shape::
 
@@ -274,47 +276,48 @@ def correlation_report(
         if cached is not None:
             return _ordered(cached.payload)
     rows = judgment_rows(dataset, runs, criterion)
-    report = {
-        "dataset": dataset.name,
-        "criterion": criterion or dataset.criterion,
-        "n_pairs": int(len(np.unique(rows.caption))),
-        "n_ratings": int(len(rows.human)),
-        "n_images": int(len(np.unique(rows.image))),
-        "bootstrap": {"n_resamples": n_resamples, "confidence": 0.95, "seed": seed, "unit": "image"},
-        "metrics": {},
-    }
+    report = AgreementReport(
+        header={
+            "dataset": dataset.name,
+            "criterion": criterion or dataset.criterion,
+            "n_pairs": int(len(np.unique(rows.caption))),
+            "n_ratings": int(len(rows.human)),
+            "n_images": int(len(np.unique(rows.image))),
+        },
+        bootstrap={"n_resamples": n_resamples, "confidence": 0.95, "seed": seed, "unit": "image"},
+    )
     entries = [(metric, run, rows.metric[metric], metric_name(metric, run)) for metric, run in runs.items()]
     if weight_spec:
-        kind, measure = weight_spec
-        report["weighting"] = {
-            "kind": kind, "measure": measure, "run": weight_run.pk,
-            "formula": ("M x L_g, L_g = 1 / (1 + exp(-5 (l_d - 0.81)))" if kind == "gap" else "M x l_d"),
+        factor_name, measure = weight_spec
+        report.extra["weighting"] = {
+            "kind": factor_name, "measure": measure, "run": weight_run.pk,
+            "formula": ("M x L_g, L_g = 1 / (1 + exp(-5 (l_d - 0.81)))" if factor_name == "gap" else "M x l_d"),
         }
         system_of = dict(Caption.objects.filter(id__in=np.unique(rows.caption).tolist()).values_list("id", "system_id"))
         factor = np.array([weights.get(system_of[c], np.nan) for c in rows.caption], dtype=float)
         if np.isnan(factor).any():
             raise ReportError(f"{METRICS[measure].name} is undefined for a judged system (corpus too short)")
-        symbol = "L_g" if kind == "gap" else "l_d"
+        symbol = "L_g" if factor_name == "gap" else "l_d"
         entries += [
-            (f"{metric}+{kind}_{measure}", run, rows.metric[metric] * factor, f"{metric_name(metric, run)} x {symbol} ({METRICS[measure].name})")
+            (f"{metric}+{factor_name}_{measure}", run, rows.metric[metric] * factor, f"{metric_name(metric, run)} x {symbol} ({METRICS[measure].name})")
             for metric, run in runs.items()
         ]
     for metric, run, scores, name in entries:
-        result = correlate(scores, rows.human, rows.image, STATISTICS, n_resamples=n_resamples, seed=seed)
         _, images, values, human = per_pair(rows, scores)
         agreement = per_group_rank_agreement(values, human, images)
-        entry = {"name": name, "run": run.pk, "version": run.version, "params": run.params}
-        entry.update({s: _num(result.values[s]) for s in STATISTICS})
-        entry["ci95"] = {s: [_num(lo), _num(hi)] for s, (lo, hi) in result.ci95.items()}
-        entry["per_image"] = {
-            "spearman": _num(agreement.spearman),
-            "kendall_tau_b": _num(agreement.kendall_tau_b),
-            "n_images": agreement.n_groups_used,
-            "n_images_skipped": agreement.n_groups_skipped,
-        }
-        report["metrics"][metric] = entry
-    CorrelationReport.objects.update_or_create(dataset=dataset, key=key, defaults={"payload": report})
-    return report
+        report.metrics[metric] = metric_agreement(
+            name, scores, rows.human, rows.image, STATISTICS, n_resamples=n_resamples, seed=seed,
+            info={"run": run.pk, "version": run.version, "params": run.params},
+            extra={"per_image": {
+                "spearman": finite_or_none(agreement.spearman),
+                "kendall_tau_b": finite_or_none(agreement.kendall_tau_b),
+                "n_images": agreement.n_groups_used,
+                "n_images_skipped": agreement.n_groups_skipped,
+            }},
+        )
+    payload = report.to_json()
+    CorrelationReport.objects.update_or_create(dataset=dataset, key=key, defaults={"payload": payload})
+    return payload
 
 
 _TOP_ORDER = ("dataset", "criterion", "n_pairs", "n_ratings", "n_images", "bootstrap", "weighting", "metrics")
@@ -331,12 +334,6 @@ def _ordered(report: dict) -> dict:
     out = {k: report[k] for k in _TOP_ORDER if k in report}
     out["metrics"] = ordered_metrics
     return out
-
-
-def _num(x: float) -> float | None:
-    """JSON-safe float: NaN (undefined correlation) becomes None."""
-    x = float(x)
-    return None if np.isnan(x) else x
 
 
 CSV_COLUMNS = ["metric", "name", *STATISTICS] + [f"{s}_ci95_{b}" for s in STATISTICS for b in ("lo", "hi")] + [

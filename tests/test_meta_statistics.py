@@ -291,10 +291,11 @@ def test_tie_calibration_equals_exhaustive_search_when_all_differences_are_candi
         g = rng.integers(0, 2, size=n) if trial % 2 else None
         diffs = sorted({abs(x[i] - x[j]) for i, j in itertools.combinations(range(n), 2) if g is None or g[i] == g[j]})
         best = max((lambda c: (c[0] + c[4]) / c[5])(brute_counts(x, y, g, e)) for e in [0.0] + diffs)
-        res = tie_calibrated_accuracy(x, y, g, max_candidates=200)
+        # brute_counts pools the within-group pairs: the "pooled_pairs" average
+        res = tie_calibrated_accuracy(x, y, g, max_candidates=200, average="pooled_pairs")
         assert res.accuracy == pytest.approx(best, abs=1e-15)
-        assert res.accuracy >= pairwise_accuracy(x, y, g)
-        assert pairwise_accuracy(x, y, g, epsilon=res.epsilon) == res.accuracy
+        assert res.accuracy >= pairwise_accuracy(x, y, g, average="pooled_pairs")
+        assert pairwise_accuracy(x, y, g, epsilon=res.epsilon, average="pooled_pairs") == res.accuracy
 
 
 def test_tie_calibration_sampled_candidates_large_n():

@@ -24,6 +24,16 @@ Meta-evaluation (:mod:`analysis.statistics.pairwise`, :mod:`analysis.statistics.
 
 * :data:`META_STATISTICS` -- STATISTICS plus ``"kendall_tau_23"`` and ``"pairwise_accuracy"``;
   :func:`statistic_value` -- any of them.
+* :class:`Estimate` -- the one result type of an estimate with its interval (value, low, high,
+  confidence_level, n, n_resamples, seed; ``to_json()``); every result with an interval exposes it
+  as ``.estimate`` / ``.estimates``. Shared helpers: :func:`finite_or_none` (JSON-safe floats),
+  :func:`percentile_interval`, :func:`bootstrap_mean`, :func:`forced_choice_credit`.
+* :class:`AgreementReport` / :class:`MetricAgreement` / :func:`metric_agreement` -- the one
+  structure (and ``to_json``) of a metric-human agreement report, shared by the dataset,
+  benchmark and campaign reports.
+* :data:`AVERAGE_BY` / :data:`AVERAGES` / :func:`average_statistic` -- any statistic at the level
+  "none", "item" or "system" (mt-metrics-eval ``average_by``), groups averaged "macro", "micro"
+  or "pooled_pairs".
 * :func:`pair_counts` / :class:`PairCounts` -- C, D, Tx, Ty, Txy in O(n log n), optional
   within-group pairs and metric tie threshold epsilon.
 * :func:`kendall_tau_23`, :func:`pairwise_accuracy` -- Deutsch et al. (2023) "Ties Matter".
@@ -74,10 +84,13 @@ from .ceiling import (
     system_level_correlation,
 )
 from .pairwise import (
+    AVERAGE_BY,
+    AVERAGES,
     META_STATISTICS,
     ForcedChoiceResult,
     PairCounts,
     TieCalibration,
+    average_statistic,
     forced_choice_accuracy,
     kendall_tau_23,
     pair_counts,
@@ -85,6 +98,8 @@ from .pairwise import (
     statistic_value,
     tie_calibrated_accuracy,
 )
+from .report import AgreementReport, MetricAgreement, metric_agreement
+from .results import Estimate, bootstrap_mean, finite_or_none, forced_choice_credit, percentile_interval
 from .significance import (
     MetricComparison,
     compare_forced_choice,
@@ -96,6 +111,17 @@ from .significance import (
 )
 
 __all__ = [
+    "AgreementReport",
+    "MetricAgreement",
+    "metric_agreement",
+    "Estimate",
+    "finite_or_none",
+    "percentile_interval",
+    "bootstrap_mean",
+    "forced_choice_credit",
+    "AVERAGE_BY",
+    "AVERAGES",
+    "average_statistic",
     "compare_forced_choice",
     "ALPHA_LEVELS",
     "DawidSkeneResult",

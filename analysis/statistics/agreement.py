@@ -76,6 +76,7 @@ import scipy.sparse as sparse
 import scipy.stats as st
 
 from .correlation import _encode_groups
+from .results import Estimate, finite_or_none, percentile_interval
 
 __all__ = [
     "ALPHA_LEVELS",
@@ -101,11 +102,6 @@ _RATIO_STEP = 0.15
 
 # Target number of float64 elements per work array (ratio expected disagreement, split-half chunks).
 _CHUNK_ELEMENTS = 2_000_000
-
-
-def _json_float(v: float) -> float | None:
-    v = float(v)
-    return v if math.isfinite(v) else None
 
 
 def _is_missing(v: Any) -> bool:
@@ -414,6 +410,17 @@ class SplitHalfResult:
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     confidence: float = 0.95
 
+    @property
+    def estimates(self) -> dict[str, Estimate]:
+        """statistic -> :class:`Estimate` over the splits ("pearson", "spearman", "kendall_tau_b",
+        "spearman_brown"; n = ``n_items``, n_resamples = ``n_splits``: the interval describes the
+        split-to-split variability, see ``ci``)."""
+        nan2 = (math.nan, math.nan)
+        return {
+            name: Estimate(getattr(self, name), *self.ci.get(name, nan2), self.confidence, self.n_items, self.n_splits, self.seed)
+            for name in ("pearson", "spearman", "kendall_tau_b", "spearman_brown")
+        }
+
     def to_dict(self) -> dict:
         """JSON-serialisable dict (nan becomes None; intervals become [lo, hi] lists)."""
         return {
@@ -421,11 +428,11 @@ class SplitHalfResult:
             "n_ratings": int(self.n_ratings),
             "n_splits": int(self.n_splits),
             "seed": int(self.seed),
-            "pearson": _json_float(self.pearson),
-            "spearman": _json_float(self.spearman),
-            "kendall_tau_b": _json_float(self.kendall_tau_b),
-            "spearman_brown": _json_float(self.spearman_brown),
-            "ci": {k: [_json_float(lo), _json_float(hi)] for k, (lo, hi) in self.ci.items()},
+            "pearson": finite_or_none(self.pearson),
+            "spearman": finite_or_none(self.spearman),
+            "kendall_tau_b": finite_or_none(self.kendall_tau_b),
+            "spearman_brown": finite_or_none(self.spearman_brown),
+            "ci": {k: [finite_or_none(lo), finite_or_none(hi)] for k, (lo, hi) in self.ci.items()},
             "confidence": float(self.confidence),
         }
 
@@ -448,12 +455,11 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _summary(values: np.ndarray, confidence: float) -> tuple[float, tuple[float, float]]:
+    """Mean of the finite values and their :func:`percentile_interval` ((nan, (nan, nan)) if none)."""
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return math.nan, (math.nan, math.nan)
-    q = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(finite, [q, 1.0 - q])
-    return float(finite.mean()), (float(lo), float(hi))
+    return float(finite.mean()), percentile_interval(finite, confidence)
 
 
 @dataclass(frozen=True)
@@ -776,7 +782,7 @@ class DawidSkeneResult:
             "worker_accuracy": {str(w): float(a) for w, a in self.worker_accuracy.items()},
             "n_iter": int(self.n_iter),
             "converged": bool(self.converged),
-            "log_likelihood": _json_float(self.log_likelihood),
+            "log_likelihood": finite_or_none(self.log_likelihood),
         }
 
 

@@ -35,9 +35,9 @@ from .correlation import (
     _WeightedSample,
     _as_scores,
     _encode_groups,
-    _json_float,
 )
 from .pairwise import _check_meta_statistic, _check_resampling, _group_values, _statistic_value
+from .results import Estimate, EstimateResult, bootstrap_mean, finite_or_none, percentile_interval
 
 __all__ = [
     "CeilingResult",
@@ -57,15 +57,6 @@ _RESAMPLE_BLOCK = 100
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _percentile(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return (math.nan, math.nan)
-    a = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(finite, [a, 1.0 - a])
-    return (float(lo), float(hi))
 
 
 def _weighted_statistic(x: np.ndarray, y: np.ndarray, counts: np.ndarray, statistic: str) -> np.ndarray:
@@ -123,35 +114,36 @@ def _check_positive_int(name: str, value: Any) -> int:
 
 
 @dataclass
-class CeilingResult:
+class CeilingResult(EstimateResult):
     """A human ceiling with its bootstrap interval.
 
-    value : the ceiling (nan if undefined).
-    ci95 : (lo, hi) percentile interval at ``confidence`` ((nan, nan) without resamples).
+    estimate : :class:`Estimate` -- value = the ceiling (nan if undefined), low/high = percentile
+        interval at ``confidence_level`` ((nan, nan) without resamples), n = items (pairs) used,
+        n_resamples, seed. Also readable as ``value``, ``ci95``, ``n_items``, ``n_resamples``,
+        ``seed``, ``confidence``.
     method : "leave_one_rater_out", "split_half" or "forced_choice_leave_one_vote_out".
     statistic : correlation statistic (or "accuracy" for the forced-choice ceiling).
-    n_items : items (pairs) used.
-    n_resamples, seed : bootstrap settings.
     n_raters : raters used (leave-one-rater-out), else 0.
     details : method-specific extras (JSON-safe after ``to_dict``).
     """
 
-    value: float
-    ci95: tuple[float, float]
+    estimate: Estimate
     method: str
     statistic: str
-    n_items: int
-    n_resamples: int
-    seed: int
     n_raters: int = 0
-    confidence: float = 0.95
     details: dict = field(default_factory=dict)
+
+    @property
+    def n_items(self) -> int:
+        """Items (pairs) used: ``estimate.n``."""
+        return self.estimate.n
 
     def to_dict(self) -> dict:
         """JSON-safe dict (nan -> None)."""
+        est = self.estimate
         return {
-            "value": _json_float(self.value),
-            "ci95": [_json_float(self.ci95[0]), _json_float(self.ci95[1])],
+            "value": finite_or_none(est.value),
+            "ci95": est.interval_json(),
             "method": self.method,
             "statistic": self.statistic,
             "n_items": int(self.n_items),
@@ -159,7 +151,7 @@ class CeilingResult:
             "seed": int(self.seed),
             "n_raters": int(self.n_raters),
             "confidence": float(self.confidence),
-            "details": {k: (_json_float(v) if isinstance(v, float) else v) for k, v in self.details.items()},
+            "details": {k: (finite_or_none(v) if isinstance(v, float) else v) for k, v in self.details.items()},
         }
 
 
@@ -266,17 +258,12 @@ def leave_one_rater_out(
                 den += np.where(ok, w, 0.0)
             with np.errstate(invalid="ignore", divide="ignore"):
                 dist[s:s + b] = np.where(den > 0, num / den, np.nan)
-        ci = _percentile(dist, conf)
+        ci = percentile_interval(dist, conf)
     return CeilingResult(
-        value=value,
-        ci95=ci,
+        estimate=Estimate(value, ci[0], ci[1], conf, int(cells.n_items), n_resamples, int(seed)),
         method="leave_one_rater_out",
         statistic=statistic,
-        n_items=int(cells.n_items),
-        n_resamples=n_resamples,
-        seed=int(seed),
         n_raters=len(used),
-        confidence=conf,
         details={
             "per_rater": {str(label): float(v) for label, _, v in used},
             "n_raters_skipped": int(skipped),
@@ -386,21 +373,16 @@ def split_half_ceiling(
             counts = np.concatenate([_item_counts(np.random.default_rng([int(seed), 1, int(r)]), cells.n_items, 1) for r in idx])
             a, b = halves(s)
             dist[idx] = _weighted_statistic(a, b, counts, statistic)
-        ci = _percentile(dist, conf)
+        ci = percentile_interval(dist, conf)
     details = {"n_splits": n_splits, "n_ratings": int(cells.n_ratings), "spearman_brown": bool(spearman_brown)}
     if spearman_brown:
         sb = lambda r: 2.0 * r / (1.0 + r) if r != -1.0 and math.isfinite(r) else math.nan  # noqa: E731
         value = sb(value)
         ci = (sb(ci[0]), sb(ci[1]))
     return CeilingResult(
-        value=value,
-        ci95=ci,
+        estimate=Estimate(value, ci[0], ci[1], conf, int(cells.n_items), n_resamples, int(seed)),
         method="split_half",
         statistic=statistic,
-        n_items=int(cells.n_items),
-        n_resamples=n_resamples,
-        seed=int(seed),
-        confidence=conf,
         details=details,
     )
 
@@ -479,22 +461,11 @@ def forced_choice_ceiling(
     value = float(per_pair.mean()) if per_pair.size else math.nan
     ci = (math.nan, math.nan)
     if n_resamples > 0 and per_pair.size:
-        rng = np.random.default_rng(seed)
-        means = np.empty(n_resamples)
-        chunk = max(1, 2_000_000 // per_pair.size)
-        for s in range(0, n_resamples, chunk):
-            b = min(chunk, n_resamples - s)
-            means[s:s + b] = per_pair[rng.integers(0, per_pair.size, size=(b, per_pair.size))].mean(axis=1)
-        ci = _percentile(means, conf)
+        _, ci = bootstrap_mean(per_pair, n_resamples, np.random.default_rng(seed), conf)
     return CeilingResult(
-        value=value,
-        ci95=ci,
+        estimate=Estimate(value, ci[0], ci[1], conf, int(per_pair.size), n_resamples, int(seed)),
         method="forced_choice_leave_one_vote_out",
         statistic="accuracy",
-        n_items=int(per_pair.size),
-        n_resamples=n_resamples,
-        seed=int(seed),
-        confidence=conf,
         details={"n_votes": int(m.sum()), "n_pairs_skipped": int((~keep).sum())},
     )
 
@@ -505,35 +476,33 @@ def forced_choice_ceiling(
 
 
 @dataclass
-class SystemLevelResult:
+class SystemLevelResult(EstimateResult):
     """Result of :func:`system_level_correlation`.
 
-    value : correlation of the per-system means (nan if undefined).
-    ci95 : (lo, hi) percentile interval at ``confidence`` over the valid resamples.
+    estimate : :class:`Estimate` -- value = correlation of the per-system means (nan if
+        undefined), low/high = percentile interval over the valid resamples, n = n_systems.
+        Also readable as ``value``, ``ci95``, ``n_resamples``, ``seed``, ``confidence``.
     n_systems, n_images : distinct systems / images.
-    resample : "images" or "systems". statistic, n_resamples, seed : settings.
+    resample : "images" or "systems". statistic : the statistic.
     n_valid_resamples : resamples that gave a defined value (others are skipped).
     system_x, system_y : system label (str) -> mean metric / human score.
     """
 
-    value: float
-    ci95: tuple[float, float]
+    estimate: Estimate
     n_systems: int
     n_images: int
     resample: str
     statistic: str
-    n_resamples: int
-    seed: int
-    confidence: float = 0.95
     n_valid_resamples: int = 0
     system_x: dict = field(default_factory=dict)
     system_y: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-safe dict (nan -> None)."""
+        est = self.estimate
         return {
-            "value": _json_float(self.value),
-            "ci95": [_json_float(self.ci95[0]), _json_float(self.ci95[1])],
+            "value": finite_or_none(est.value),
+            "ci95": est.interval_json(),
             "n_systems": int(self.n_systems),
             "n_images": int(self.n_images),
             "resample": self.resample,
@@ -542,8 +511,8 @@ class SystemLevelResult:
             "seed": int(self.seed),
             "confidence": float(self.confidence),
             "n_valid_resamples": int(self.n_valid_resamples),
-            "system_x": {k: _json_float(v) for k, v in self.system_x.items()},
-            "system_y": {k: _json_float(v) for k, v in self.system_y.items()},
+            "system_x": {k: finite_or_none(v) for k, v in self.system_x.items()},
+            "system_y": {k: finite_or_none(v) for k, v in self.system_y.items()},
         }
 
 
@@ -566,7 +535,7 @@ def system_level_correlation(
 ) -> SystemLevelResult:
     """System-level correlation: one score per system (the mean of its rows), correlated across
     systems (WMT system-level meta-evaluation, e.g. Freitag et al. 2021 / mt-metrics-eval
-    ``Correlation(num_sys, ...)`` with system-level scores; shared notes "Grouping").
+    ``Correlation(num_sys, ...)`` with system-level scores).
 
     The system's metric score is the mean of x over its rows and its human score the mean of y
     over the same rows; ``value = statistic(system means of x, system means of y)``.
@@ -635,17 +604,13 @@ def system_level_correlation(
                 if np.unique(idx[k]).size < 3:
                     continue
                 dist[s + k] = _small_statistic(mx[idx[k]], my[idx[k]], statistic)
-    ci = _percentile(dist, conf) if n_resamples else (math.nan, math.nan)
+    ci = percentile_interval(dist, conf) if n_resamples else (math.nan, math.nan)
     return SystemLevelResult(
-        value=float(value),
-        ci95=ci,
+        estimate=Estimate(float(value), ci[0], ci[1], conf, n_sys, n_resamples, int(seed)),
         n_systems=n_sys,
         n_images=n_img,
         resample=resample,
         statistic=statistic,
-        n_resamples=n_resamples,
-        seed=int(seed),
-        confidence=conf,
         n_valid_resamples=int(np.isfinite(dist).sum()),
         system_x={str(l): float(v) for l, v in zip(s_labels, mx)},
         system_y={str(l): float(v) for l, v in zip(s_labels, my)},
@@ -658,29 +623,28 @@ def system_level_correlation(
 
 
 @dataclass
-class GroupMeanResult:
+class GroupMeanResult(EstimateResult):
     """Result of :func:`per_group_correlation`.
 
-    value : mean over the used groups of the within-group statistic (nan if none is usable).
-    ci95 : percentile interval (bootstrap over the used groups).
+    estimate : :class:`Estimate` -- value = mean over the used groups of the within-group
+        statistic (nan if none is usable), low/high = percentile interval (bootstrap over the used
+        groups), n = n_groups_used. Also readable as ``value``, ``ci95``, ``n_resamples``,
+        ``seed``, ``confidence``.
     n_groups_used, n_groups_skipped : groups averaged / left out (< 2 rows, constant x or y).
-    statistic, n_resamples, seed, confidence : settings.
+    statistic : the statistic.
     """
 
-    value: float
-    ci95: tuple[float, float]
+    estimate: Estimate
     n_groups_used: int
     n_groups_skipped: int
     statistic: str
-    n_resamples: int = 0
-    seed: int = 0
-    confidence: float = 0.95
 
     def to_dict(self) -> dict:
         """JSON-safe dict (nan -> None)."""
+        est = self.estimate
         return {
-            "value": _json_float(self.value),
-            "ci95": [_json_float(self.ci95[0]), _json_float(self.ci95[1])],
+            "value": finite_or_none(est.value),
+            "ci95": est.interval_json(),
             "n_groups_used": int(self.n_groups_used),
             "n_groups_skipped": int(self.n_groups_skipped),
             "statistic": self.statistic,
@@ -706,8 +670,10 @@ def per_group_correlation(
     with fewer than 2 rows or with constant x or y are skipped (for every statistic, also
     kendall_tau_23 / pairwise_accuracy, which would be defined there), exactly like
     :func:`analysis.statistics.correlation.per_group_rank_agreement`, whose spearman /
-    kendall_tau_b values this reproduces. Interval: the used groups' values are redrawn with
-    replacement (``numpy.random.default_rng(seed)``) and averaged.
+    kendall_tau_b values this reproduces. (mt-metrics-eval keeps constant groups for tau_23 and
+    acc_23; :func:`analysis.statistics.average_statistic` with ``average_by="item"`` is that form,
+    without an interval.) Interval: the used groups' values are redrawn with replacement
+    (``numpy.random.default_rng(seed)``) and averaged (:func:`analysis.statistics.bootstrap_mean`).
 
     Parameters: x, y float arrays (n,), finite; groups labels (n,); statistic one of
     META_STATISTICS; n_resamples >= 0; seed; confidence in (0, 1).
@@ -722,20 +688,10 @@ def per_group_correlation(
     value = float(used.mean()) if used.size else math.nan
     ci = (math.nan, math.nan)
     if n_resamples > 0 and used.size:
-        rng = np.random.default_rng(seed)
-        means = np.empty(n_resamples)
-        chunk = max(1, 2_000_000 // used.size)
-        for s in range(0, n_resamples, chunk):
-            b = min(chunk, n_resamples - s)
-            means[s:s + b] = used[rng.integers(0, used.size, size=(b, used.size))].mean(axis=1)
-        ci = _percentile(means, conf)
+        _, ci = bootstrap_mean(used, n_resamples, np.random.default_rng(seed), conf)
     return GroupMeanResult(
-        value=value,
-        ci95=ci,
+        estimate=Estimate(value, ci[0], ci[1], conf, int(used.size), n_resamples, int(seed)),
         n_groups_used=int(used.size),
         n_groups_skipped=int(len(labels) - used.size),
         statistic=statistic,
-        n_resamples=n_resamples,
-        seed=int(seed),
-        confidence=conf,
     )

@@ -12,7 +12,8 @@ Statistics (point estimates always come from :mod:`scipy.stats`):
   ``tau_c = 2 (C - D) / (n^2 (k - 1) / k)``, ``k = min(#distinct x, #distinct y)``.
 
 Here C/D are the numbers of concordant/discordant pairs, Tx/Ty pairs tied only in x/only in y,
-Txy pairs tied in both, T = n (n - 1) / 2 (see shared notes, "Correlation statistics").
+Txy pairs tied in both, T = n (n - 1) / 2 (the notation of Deutsch, Foster & Freitag 2023, "Ties
+Matter", EMNLP, Sec. 3).
 
 Confidence intervals are percentile bootstrap intervals (Efron & Tibshirani 1993, ch. 13) where the
 resampling unit is a *group* (typically an image): a cluster bootstrap. Rows of one image share the
@@ -43,12 +44,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sparse
 import scipy.stats as st
+
+from .results import Estimate, finite_or_none, percentile_interval
 
 __all__ = [
     "STATISTICS",
@@ -389,50 +392,49 @@ def _bootstrap_distribution(
     return sample.statistics(counts, statistics, max_kendall_classes)
 
 
-def _percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return (math.nan, math.nan)
-    alpha = 1.0 - confidence
-    lo, hi = np.quantile(finite, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return (float(lo), float(hi))
-
-
 # --------------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------------
 
 
-def _json_float(v: float) -> float | None:
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
 @dataclass
 class CorrelationResult:
-    """Point estimates and group-bootstrap percentile intervals.
+    """Point estimates and group-bootstrap percentile intervals, one :class:`Estimate` per statistic.
 
     Attributes
     ----------
     n_rows, n_groups : int
         Number of rows (x/y pairs) and of distinct groups.
-    values : dict[str, float]
-        statistic -> scipy point estimate (nan if undefined).
-    ci95 : dict[str, tuple[float, float]]
-        statistic -> (lo, hi) percentile interval at ``confidence`` (the name is historical: it
-        holds the interval at whatever confidence was requested). Empty if ``n_resamples == 0``.
-        (nan, nan) if the statistic was undefined on every resample.
+    estimates : dict[str, Estimate]
+        statistic -> Estimate(value = scipy point estimate (nan if undefined), low/high = percentile
+        interval at ``confidence`` ((nan, nan) without resamples, or if the statistic was undefined
+        on every resample), n = n_rows, n_resamples, seed).
     n_resamples, confidence, seed
         Bootstrap settings.
+
+    Read-only views kept for existing callers: ``values`` (statistic -> value) and ``ci95``
+    (statistic -> (low, high); empty if ``n_resamples == 0``; the name is historical: it holds the
+    interval at whatever confidence was requested).
     """
 
     n_rows: int
     n_groups: int
-    values: dict[str, float]
-    ci95: dict[str, tuple[float, float]] = field(default_factory=dict)
+    estimates: dict[str, Estimate]
     n_resamples: int = 0
     confidence: float = 0.95
     seed: int = 0
+
+    @property
+    def values(self) -> dict[str, float]:
+        """statistic -> point estimate."""
+        return {name: e.value for name, e in self.estimates.items()}
+
+    @property
+    def ci95(self) -> dict[str, tuple[float, float]]:
+        """statistic -> (low, high); empty without resamples."""
+        if self.n_resamples == 0:
+            return {}
+        return {name: e.interval for name, e in self.estimates.items()}
 
     def to_dict(self) -> dict:
         """JSON-serialisable dict (nan becomes None, so ``json.dumps(allow_nan=False)`` works).
@@ -440,8 +442,8 @@ class CorrelationResult:
         ``{"pearson": r, ..., "ci95": {"pearson": [lo, hi], ...}, "n_rows": n, "n_groups": g,
         "bootstrap": {"n_resamples": B, "confidence": c, "seed": s, "unit": "group"}}``
         """
-        d: dict[str, Any] = {name: _json_float(v) for name, v in self.values.items()}
-        d["ci95"] = {name: [_json_float(lo), _json_float(hi)] for name, (lo, hi) in self.ci95.items()}
+        d: dict[str, Any] = {name: finite_or_none(v) for name, v in self.values.items()}
+        d["ci95"] = {name: [finite_or_none(lo), finite_or_none(hi)] for name, (lo, hi) in self.ci95.items()}
         d["n_rows"] = int(self.n_rows)
         d["n_groups"] = int(self.n_groups)
         d["bootstrap"] = {
@@ -506,16 +508,16 @@ def correlate(
         raise ValueError("the group bootstrap needs at least 2 groups")
 
     values = {s: _scipy_statistic(xa, ya, s) for s in stats}
-    ci: dict[str, tuple[float, float]] = {}
+    ci = {s: (math.nan, math.nan) for s in stats}
     if n_resamples > 0:
         draws = _bootstrap_draws(n_groups, n_resamples, seed)
         dist = _bootstrap_distribution(xa, ya, codes, n_groups, draws, stats)
-        ci = {s: _percentile_interval(dist[s], float(confidence)) for s in stats}
+        ci = {s: percentile_interval(dist[s], float(confidence)) for s in stats}
+    n_rows = int(xa.shape[0])
     return CorrelationResult(
-        n_rows=int(xa.shape[0]),
+        n_rows=n_rows,
         n_groups=n_groups,
-        values=values,
-        ci95=ci,
+        estimates={s: Estimate(values[s], *ci[s], float(confidence), n_rows, n_resamples, int(seed)) for s in stats},
         n_resamples=n_resamples,
         confidence=float(confidence),
         seed=int(seed),

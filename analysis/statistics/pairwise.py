@@ -3,7 +3,7 @@ tie calibration and forced-choice accuracy.
 
 Django-free: only numpy and scipy are imported.
 
-Definitions (shared notes, "Correlation statistics"; Deutsch, Foster & Freitag 2023, "Ties Matter:
+Definitions (Deutsch, Foster & Freitag 2023, "Ties Matter:
 Meta-Evaluating Modern Metrics with Pairwise Accuracy and Tie Calibration", EMNLP 2023, Sec. 3-5;
 reference implementation google-research/mt-metrics-eval, ``stats.KendallVariants`` and
 ``tau_optimization.py``). For metric scores x and gold (human) scores y, every unordered pair of
@@ -21,10 +21,17 @@ rows {i, j} is exactly one of
 * ``tau_23 = (C + Txy - D - Tx - Ty) / T`` (Deutsch et al. 2023, Eq. 4 / mt-metrics-eval '23').
 * ``acc_23 = (C + Txy) / T`` (Deutsch et al. 2023, Eq. 5 / mt-metrics-eval 'acc23').
 
-Grouping ("item" grouping in mt-metrics-eval): with ``groups`` only pairs of rows in the same group
-are counted and the counts are pooled over groups, so tau_23 / acc_23 are computed from the summed
-counts (a pair-weighted average over groups, mt-metrics-eval's ``macro=False`` style), not as an
-unweighted mean of per-group values.
+Grouping (mt-metrics-eval ``average_by``, :data:`AVERAGE_BY`): with ``groups`` only pairs of rows
+in the same group are counted, and the groups are combined as ``average`` says (:data:`AVERAGES`):
+
+* ``"macro"`` (default): the unweighted mean of the per-group values, as mt-metrics-eval's
+  ``AverageCorrelation`` (``macro=True``) and ``tau_optimization`` (average over rows) compute it;
+* ``"micro"``: the mean weighted by each group's number of rows (mt-metrics-eval ``macro=False``);
+* ``"pooled_pairs"``: the statistic of the pair counts summed over groups, i.e. a mean weighted by
+  each group's number of pairs (it is neither of mt-metrics-eval's two forms).
+
+:func:`average_statistic` takes the level itself as a parameter (``average_by`` = "none", "item"
+or "system") for every statistic of :data:`META_STATISTICS`.
 
 Algorithm (O(n log n) for pooled data, no n x n matrix). Rows get dense ranks ``xr`` (of x) and
 ``yc`` (of y). Tie counts come from run lengths / binary searches on sorted keys. The discordant
@@ -45,7 +52,8 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from .correlation import _as_scores, _encode_groups, _json_float, _scipy_statistic
+from .correlation import _as_scores, _encode_groups, _scipy_statistic
+from .results import Estimate, EstimateResult, bootstrap_mean, finite_or_none, forced_choice_credit
 
 __all__ = [
     "META_STATISTICS",
@@ -58,6 +66,9 @@ __all__ = [
     "ForcedChoiceResult",
     "forced_choice_accuracy",
     "statistic_value",
+    "AVERAGE_BY",
+    "AVERAGES",
+    "average_statistic",
 ]
 
 #: Statistics understood by the meta-evaluation functions (significance tests, ceilings).
@@ -69,6 +80,16 @@ META_STATISTICS = (
     "kendall_tau_23",
     "pairwise_accuracy",
 )
+
+#: Levels of :func:`average_statistic`, named as mt-metrics-eval's ``average_by`` ('sys' spelt out).
+AVERAGE_BY = ("none", "item", "system")
+
+#: How per-group values are combined: "macro" (unweighted mean, mt-metrics-eval's default),
+#: "micro" (weighted by rows per group, mt-metrics-eval ``macro=False``), "pooled_pairs" (summed
+#: within-group pair counts; kendall_tau_23 / pairwise_accuracy / tie calibration only).
+AVERAGES = ("macro", "micro", "pooled_pairs")
+
+_PAIR_STATISTICS = ("kendall_tau_23", "pairwise_accuracy")
 
 #: tie_calibrated_accuracy enumerates all (within-group) pairs up to this many; above, it samples
 #: ``_SAMPLED_PAIRS`` pairs to place the candidate thresholds.
@@ -194,7 +215,9 @@ class _PairCounter:
         g = np.zeros(n, dtype=np.int64) if gcodes is None else np.asarray(gcodes, dtype=np.int64)
         self.g = g
         sizes = np.bincount(g).astype(np.int64)
-        self.total = int((sizes * (sizes - 1) // 2).sum())
+        self.sizes = sizes
+        self.group_total = sizes * (sizes - 1) // 2
+        self.total = int(self.group_total.sum())
         # ties in y (and group): cells (g, yc)
         _, cell = _dense(g * k + yc)
         self.cell = cell
@@ -225,6 +248,33 @@ class _PairCounter:
         lo = _count_prefix(self.xd, self.x, lambda q, v: (q - v) > eps)
         hi = _count_prefix(self.xd, self.x, lambda q, v: (v - q) <= eps)
         return lo, hi
+
+    def group_counts(self, eps: float = 0.0) -> np.ndarray:
+        """Per-group counts: int64 array (G, 6) of (C, D, Tx, Ty, Txy, T) for each group code.
+
+        The same window / bit-level counts as :meth:`counts`, summed per group with ``bincount``
+        instead of over all rows, so ``group_counts(eps).sum(axis=0)`` equals ``counts(eps)``.
+        """
+        n_groups = self.sizes.shape[0]
+        g = self.g
+        lo, hi = self._ranks(eps)
+        gb = g * self.kx1
+        win = np.searchsorted(self.keys_g, gb + hi) - np.searchsorted(self.keys_g, gb + lo)
+        tx_all = (np.bincount(g, weights=win, minlength=n_groups).astype(np.int64) - self.sizes) // 2
+        cb = self.cell * self.kx1
+        win = np.searchsorted(self.keys_c, cb + hi) - np.searchsorted(self.keys_c, cb + lo)
+        txy = (np.bincount(g, weights=win, minlength=n_groups).astype(np.int64) - self.sizes) // 2
+        # rows sharing a (group, y) cell: sum over rows of (cell size - 1), halved
+        cell_size = np.bincount(self.cell)[self.cell]
+        ty_all = np.bincount(g, weights=cell_size - 1, minlength=n_groups).astype(np.int64) // 2
+        d = np.zeros(n_groups, dtype=np.int64)
+        for ones_keys, zeros, zbase, base in self.levels:
+            k = np.searchsorted(ones_keys, zbase + lo[zeros], side="left") - base
+            d += np.bincount(g[zeros], weights=k, minlength=n_groups).astype(np.int64)
+        tx = tx_all - txy
+        ty = ty_all - txy
+        c = self.group_total - d - tx - ty - txy
+        return np.stack([c, d, tx, ty, txy, self.group_total], axis=1)
 
     def counts(self, eps: float = 0.0) -> PairCounts:
         lo, hi = self._ranks(eps)
@@ -294,22 +344,73 @@ def pair_counts(
     return _PairCounter(xa, ya, codes).counts(eps)
 
 
+def _check_average(average: str, statistic: str | None = None) -> str:
+    if average not in AVERAGES:
+        raise ValueError(f"unknown average {average!r}; expected one of {AVERAGES}")
+    if average == "pooled_pairs" and statistic is not None and statistic not in _PAIR_STATISTICS:
+        raise ValueError(f'average="pooled_pairs" applies to {_PAIR_STATISTICS} only, not {statistic!r}')
+    return average
+
+
+def _counts_statistic(counts: np.ndarray, statistic: str) -> np.ndarray:
+    """tau_23 or acc_23 of each row of a (G, 6) count array (nan where T = 0)."""
+    c, d, tx, ty, txy, t = (counts[:, k].astype(np.float64) for k in range(6))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if statistic == "kendall_tau_23":
+            return np.where(t > 0, (c + txy - d - tx - ty) / t, np.nan)
+        return np.where(t > 0, (c + txy) / t, np.nan)
+
+
+def _average_pair_counts(counter: "_PairCounter", eps: float, statistic: str, average: str) -> float:
+    """tau_23 / acc_23 over the within-group pairs of ``counter`` averaged as ``average`` says."""
+    if average == "pooled_pairs":
+        pc = counter.counts(eps)
+        return pc.tau_23() if statistic == "kendall_tau_23" else pc.acc_23()
+    per_group = counter.group_counts(eps)
+    vals = _counts_statistic(per_group, statistic)
+    ok = np.isfinite(vals)
+    if not ok.any():
+        return math.nan
+    if average == "macro":
+        return float(vals[ok].mean())
+    weights = counter.sizes[ok].astype(np.float64)
+    return float((weights * vals[ok]).sum() / weights.sum())
+
+
+def _pair_statistic(x: Any, y: Any, groups: Any, epsilon: float, statistic: str, average: str) -> float:
+    eps = _check_epsilon(epsilon)
+    _check_average(average, statistic)
+    xa, ya, codes = _prepare(x, y, groups)
+    counter = _PairCounter(xa, ya, codes)
+    if codes is None:
+        pc = counter.counts(eps)
+        return pc.tau_23() if statistic == "kendall_tau_23" else pc.acc_23()
+    return _average_pair_counts(counter, eps, statistic, average)
+
+
 def kendall_tau_23(
     x: Sequence[float] | np.ndarray,
     y: Sequence[float] | np.ndarray,
     groups: Sequence[Hashable] | np.ndarray | None = None,
     epsilon: float = 0.0,
+    *,
+    average: str = "macro",
 ) -> float:
     """Kendall tau_23 = (C + Txy - D - Tx - Ty) / T (Deutsch et al. 2023, "Ties Matter", Eq. 4;
     mt-metrics-eval ``KendallVariants(variant='23')``).
 
     Rewards correctly predicted ties (Txy) and penalises ties predicted only by the metric (Tx) or
-    missed by it (Ty). Range [-1, 1]; nan if there are no pairs (only possible with groups, when
-    every group has a single row). With ``groups`` the counts are pooled over within-group pairs
-    (a pair-weighted average of the per-group values). ``epsilon``: metric tie threshold, see
-    :func:`pair_counts`, whose errors it raises.
+    missed by it (Ty). Range [-1, 1]. Without ``groups`` the counts are over all pairs of rows
+    (mt-metrics-eval ``average_by='none'``). With ``groups`` (e.g. the image of each row: the
+    candidates of one item) only pairs within a group count, and ``average`` combines the groups
+    (see :data:`AVERAGES`): ``"macro"`` (default) is the unweighted mean of the per-group values,
+    mt-metrics-eval's ``average_by='item'``; ``"micro"`` weights each group by its rows
+    (mt-metrics-eval ``macro=False``); ``"pooled_pairs"`` sums the pair counts of all groups first
+    (a mean weighted by pairs). Groups with a single row have no pair and are left out; nan if no
+    group has a pair. ``epsilon``: metric tie threshold, see :func:`pair_counts`, whose errors it
+    raises (and ValueError for an unknown ``average``).
     """
-    return pair_counts(x, y, groups, epsilon).tau_23()
+    return _pair_statistic(x, y, groups, epsilon, "kendall_tau_23", average)
 
 
 def pairwise_accuracy(
@@ -317,15 +418,96 @@ def pairwise_accuracy(
     y: Sequence[float] | np.ndarray,
     groups: Sequence[Hashable] | np.ndarray | None = None,
     epsilon: float = 0.0,
+    *,
+    average: str = "macro",
 ) -> float:
     """Pairwise accuracy with ties acc_23 = (C + Txy) / T (Deutsch et al. 2023, Eq. 5;
     mt-metrics-eval ``KendallVariants(variant='acc23')``).
 
     Share of pairs whose ordering (or tie) the metric gets right. Range [0, 1]; nan if there are
-    no pairs. ``groups`` / ``epsilon`` as in :func:`pair_counts` (pooled within-group counts),
-    whose errors it raises. ``2 acc_23 - 1 = tau_23``.
+    no pairs. ``groups`` / ``average`` as in :func:`kendall_tau_23` (default with groups: the
+    unweighted mean over groups, mt-metrics-eval ``average_by='item'``); ``epsilon`` as in
+    :func:`pair_counts`, whose errors it raises. ``2 acc_23 - 1 = tau_23`` for every ``average``.
     """
-    return pair_counts(x, y, groups, epsilon).acc_23()
+    return _pair_statistic(x, y, groups, epsilon, "pairwise_accuracy", average)
+
+
+def average_statistic(
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    statistic: str,
+    average_by: str = "none",
+    *,
+    items: Sequence[Hashable] | np.ndarray | None = None,
+    systems: Sequence[Hashable] | np.ndarray | None = None,
+    average: str = "macro",
+    epsilon: float = 0.0,
+) -> float:
+    """One meta-evaluation statistic at the level chosen by ``average_by``, as mt-metrics-eval's
+    ``stats.AverageCorrelation`` (google-research/mt-metrics-eval, ``stats.py``).
+
+    Rows are (system, item) outputs with metric score x and gold score y.
+
+    * ``average_by="none"``: the statistic over all rows (``items`` / ``systems`` unused).
+    * ``average_by="item"``: for each item, the statistic over its rows (the systems' outputs for
+      that item, e.g. the candidate captions of one image), then averaged over items.
+    * ``average_by="system"``: for each system, the statistic over its rows (its outputs for all
+      items), then averaged over systems.
+
+    Averaging (``average``, :data:`AVERAGES`): ``"macro"`` unweighted mean over groups
+    (mt-metrics-eval's default ``macro=True``); ``"micro"`` mean weighted by the group's rows
+    (``macro=False``); ``"pooled_pairs"`` (kendall_tau_23 / pairwise_accuracy only) the statistic
+    of the summed within-group pair counts. Groups with fewer than 2 rows and groups where the
+    statistic is undefined (nan: e.g. Pearson with a constant input) are left out, as
+    mt-metrics-eval does with ``replace_nans_with_zeros=False``; tau_23 and acc_23 are defined on
+    constant groups, so such groups count. Result nan if no group is left.
+
+    Parameters
+    ----------
+    x, y : float arrays of shape (n,), n >= 2, finite.
+    statistic : one of :data:`META_STATISTICS`.
+    average_by : one of :data:`AVERAGE_BY`.
+    items, systems : labels of shape (n,); the one named by ``average_by`` is required.
+    average, epsilon : keyword-only; epsilon (metric tie threshold, :func:`pair_counts`) applies to
+        kendall_tau_23 / pairwise_accuracy only.
+
+    Raises ValueError for invalid arrays or labels, an unknown statistic / average_by / average,
+    a missing label array, "pooled_pairs" with another statistic, or epsilon > 0 with a statistic
+    that has no tie threshold.
+    """
+    _check_meta_statistic(statistic)
+    if average_by not in AVERAGE_BY:
+        raise ValueError(f"unknown average_by {average_by!r}; expected one of {AVERAGE_BY}")
+    _check_average(average, statistic)
+    eps = _check_epsilon(epsilon)
+    if eps > 0 and statistic not in _PAIR_STATISTICS:
+        raise ValueError(f"epsilon applies to {_PAIR_STATISTICS} only, not {statistic!r}")
+    xa, ya = _as_scores(x, y)
+    if average_by == "none":
+        if statistic in _PAIR_STATISTICS:
+            return _pair_statistic(xa, ya, None, eps, statistic, average)
+        return _statistic_value(xa, ya, statistic)
+    labels = items if average_by == "item" else systems
+    if labels is None:
+        raise ValueError(f'average_by="{average_by}" needs {"items" if average_by == "item" else "systems"}')
+    codes, _ = _encode_groups(labels, xa.shape[0])
+    if statistic in _PAIR_STATISTICS:
+        return _average_pair_counts(_PairCounter(xa, ya, codes), eps, statistic, average)
+    vals, sizes = [], []
+    for rows in _group_rows(codes):
+        if rows.size < 2:
+            continue
+        gx, gy = xa[rows], ya[rows]
+        v = math.nan if (gx == gx[0]).all() or (gy == gy[0]).all() else _statistic_value(gx, gy, statistic)
+        if math.isfinite(v):
+            vals.append(v)
+            sizes.append(rows.size)
+    if not vals:
+        return math.nan
+    if average == "macro":
+        return float(np.mean(vals))
+    w = np.asarray(sizes, dtype=np.float64)
+    return float((w * np.asarray(vals)).sum() / w.sum())
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,8 +577,8 @@ class TieCalibration:
 
     def to_dict(self) -> dict:
         return {
-            "accuracy": _json_float(self.accuracy),
-            "epsilon": _json_float(self.epsilon),
+            "accuracy": finite_or_none(self.accuracy),
+            "epsilon": finite_or_none(self.epsilon),
             "n_candidates": int(self.n_candidates),
         }
 
@@ -449,6 +631,7 @@ def tie_calibrated_accuracy(
     max_candidates: int = 100,
     *,
     seed: int = 0,
+    average: str = "macro",
 ) -> TieCalibration:
     """Tie-calibrated pairwise accuracy "acc_eq": acc_23 at the metric tie threshold epsilon that
     maximises it (Deutsch et al. 2023, Sec. 5 "Tie Calibration"; mt-metrics-eval
@@ -467,9 +650,13 @@ def tie_calibrated_accuracy(
     Parameters
     ----------
     x, y : array-like of float, shape (n,), n >= 2, finite
-    groups : optional labels of shape (n,): pooled within-group pairs, as in :func:`pair_counts`.
+    groups : optional labels of shape (n,): only within-group pairs count, as in :func:`pair_counts`.
     max_candidates : int >= 1 (1 means only epsilon = 0).
     seed : int, keyword-only; seed of the pair sample (only used above 2,000,000 pairs).
+    average : keyword-only, with groups: how the per-group acc_23 values at one common epsilon are
+        combined (:data:`AVERAGES`). "macro" (default) maximises their unweighted mean, exactly
+        what mt-metrics-eval's ``tau_optimization`` optimises (the average over rows at a single
+        threshold); "pooled_pairs" maximises acc_23 of the summed within-group counts.
 
     Returns
     -------
@@ -482,8 +669,11 @@ def tie_calibrated_accuracy(
     """
     if isinstance(max_candidates, bool) or int(max_candidates) != max_candidates or max_candidates < 1:
         raise ValueError(f"max_candidates must be a positive integer, got {max_candidates!r}")
+    _check_average(average, "pairwise_accuracy")
     xa, ya, codes = _prepare(x, y, groups)
     counter = _PairCounter(xa, ya, codes)
+    if codes is None:
+        average = "pooled_pairs"  # one group: every average is the plain acc_23
     candidates = np.zeros(1)
     if counter.total > 0 and max_candidates > 1:
         if counter.total <= _MAX_ENUMERATED_PAIRS:
@@ -495,7 +685,7 @@ def tie_calibrated_accuracy(
         candidates = np.unique(np.concatenate(([0.0], q)))
     best_acc, best_eps = -math.inf, 0.0
     for eps in candidates:
-        acc = counter.counts(float(eps)).acc_23()
+        acc = _average_pair_counts(counter, float(eps), "pairwise_accuracy", average)
         if math.isnan(acc):
             return TieCalibration(math.nan, 0.0, int(candidates.size))
         if acc > best_acc:
@@ -509,60 +699,53 @@ def tie_calibrated_accuracy(
 
 
 @dataclass
-class ForcedChoiceResult:
+class ForcedChoiceResult(EstimateResult):
     """Result of :func:`forced_choice_accuracy`.
 
-    accuracy : float in [0, 1] (nan if no pair is left).
-    n_pairs : pairs used (human vote not tied).
+    estimate : :class:`Estimate` -- value = accuracy in [0, 1] (nan if no pair is left), low/high =
+        percentile bootstrap interval at ``confidence_level``, n = pairs used, n_resamples, seed.
+        Also readable as ``accuracy`` / ``value``, ``ci95``, ``n_pairs``, ``n_resamples``, ``seed``,
+        ``confidence``.
     n_excluded : pairs left out because the human vote share was exactly 0.5.
-    ci95 : (lo, hi) percentile bootstrap interval at ``confidence`` (name kept for the 0.95 default).
-    per_category : category -> {"accuracy", "n_pairs", "ci95"} (empty without categories).
+    category_estimates : category -> :class:`Estimate` of that category's pairs (empty without
+        categories); also readable as ``per_category``: category -> {"accuracy", "n_pairs", "ci95"}.
     """
 
-    accuracy: float
-    n_pairs: int
+    estimate: Estimate
     n_excluded: int
-    ci95: tuple
-    per_category: dict = field(default_factory=dict)
-    n_resamples: int = 0
-    seed: int = 0
-    confidence: float = 0.95
+    category_estimates: dict = field(default_factory=dict)
+
+    @property
+    def accuracy(self) -> float:
+        """``estimate.value``."""
+        return self.estimate.value
+
+    @property
+    def n_pairs(self) -> int:
+        """Pairs used (human vote not tied): ``estimate.n``."""
+        return self.estimate.n
+
+    @property
+    def per_category(self) -> dict:
+        """category -> {"accuracy", "n_pairs", "ci95": (low, high)}."""
+        return {c: {"accuracy": e.value, "n_pairs": e.n, "ci95": e.interval} for c, e in self.category_estimates.items()}
 
     def to_dict(self) -> dict:
         """JSON-safe dict (nan -> None, tuples -> lists)."""
+        est = self.estimate
         return {
-            "accuracy": _json_float(self.accuracy),
+            "accuracy": finite_or_none(est.value),
             "n_pairs": int(self.n_pairs),
             "n_excluded": int(self.n_excluded),
-            "ci95": [_json_float(v) for v in self.ci95],
+            "ci95": est.interval_json(),
             "per_category": {
-                str(c): {
-                    "accuracy": _json_float(d["accuracy"]),
-                    "n_pairs": int(d["n_pairs"]),
-                    "ci95": [_json_float(v) for v in d["ci95"]],
-                }
-                for c, d in self.per_category.items()
+                str(c): {"accuracy": finite_or_none(e.value), "n_pairs": int(e.n), "ci95": e.interval_json()}
+                for c, e in self.category_estimates.items()
             },
             "n_resamples": int(self.n_resamples),
             "seed": int(self.seed),
             "confidence": float(self.confidence),
         }
-
-
-def _bootstrap_mean_ci(values: np.ndarray, rng: np.random.Generator, n_resamples: int, confidence: float) -> tuple[float, float]:
-    """Percentile interval of the mean of ``values`` resampled with replacement (chunked)."""
-    m = values.shape[0]
-    if m == 0 or n_resamples == 0:
-        return (math.nan, math.nan)
-    means = np.empty(n_resamples)
-    chunk = max(1, 2_000_000 // m)
-    for s in range(0, n_resamples, chunk):
-        b = min(chunk, n_resamples - s)
-        idx = rng.integers(0, m, size=(b, m))
-        means[s:s + b] = values[idx].mean(axis=1)
-    a = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(means, [a, 1.0 - a])
-    return (float(lo), float(hi))
 
 
 def _check_resampling(n_resamples: Any, confidence: Any) -> tuple[int, float]:
@@ -584,7 +767,7 @@ def forced_choice_accuracy(
 ) -> ForcedChoiceResult:
     """Forced-choice accuracy of a metric on (B, C) caption pairs: the PASCAL-50S protocol
     (Vedantam, Zitnick & Parikh 2015, "CIDEr: Consensus-based Image Description Evaluation",
-    CVPR, Sec. 4 / 5.2; categories HC, HI, HM, MM; shared notes, "PASCAL-50S forced choice").
+    CVPR, Sec. 4 / 5.2; categories HC, HI, HM, MM).
 
     A pair is correct when the metric prefers the caption the human majority preferred:
     ``score_b > score_c`` and ``human_b > 0.5``, or ``score_b < score_c`` and ``human_b < 0.5``.
@@ -640,29 +823,23 @@ def forced_choice_accuracy(
         if len(cat_list) != n:
             raise ValueError(f"categories has length {len(cat_list)}, expected {n}")
     keep = hb != 0.5
-    correct = np.where(sb == sc, 0.5, ((sb > sc) == (hb > 0.5)).astype(np.float64))
+    correct = forced_choice_credit(sb, sc, hb)
     rng = np.random.default_rng(seed)
     used = correct[keep]
     acc = float(used.mean()) if used.size else math.nan
-    ci = _bootstrap_mean_ci(used, rng, n_resamples, conf)
-    per_cat: dict[str, dict] = {}
+    _, ci = bootstrap_mean(used, n_resamples, rng, conf)
+    per_cat: dict[str, Estimate] = {}
     if categories is not None:
         codes, labels = _encode_groups(cat_list, n)
         for code, label in enumerate(labels):
             sel = keep & (codes == code)
             vals = correct[sel]
-            per_cat[str(label)] = {
-                "accuracy": float(vals.mean()) if vals.size else math.nan,
-                "n_pairs": int(vals.size),
-                "ci95": _bootstrap_mean_ci(vals, rng, n_resamples, conf),
-            }
+            cat_ci = bootstrap_mean(vals, n_resamples, rng, conf)[1]
+            per_cat[str(label)] = Estimate(
+                float(vals.mean()) if vals.size else math.nan, *cat_ci, conf, int(vals.size), n_resamples, int(seed)
+            )
     return ForcedChoiceResult(
-        accuracy=acc,
-        n_pairs=int(keep.sum()),
+        estimate=Estimate(acc, *ci, conf, int(keep.sum()), n_resamples, int(seed)),
         n_excluded=int(n - keep.sum()),
-        ci95=ci,
-        per_category=per_cat,
-        n_resamples=n_resamples,
-        seed=int(seed),
-        confidence=conf,
+        category_estimates=per_cat,
     )

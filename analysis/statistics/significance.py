@@ -53,7 +53,8 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 import scipy.stats as st
 
-from .correlation import _as_scores, _encode_groups, _json_float
+from .correlation import _as_scores, _encode_groups
+from .results import finite_or_none
 from .pairwise import _check_meta_statistic, _group_values, _statistic_value
 
 __all__ = [
@@ -492,14 +493,27 @@ class PermutationResult:
 
     def to_dict(self) -> dict:
         return {
-            "delta": _json_float(self.delta),
-            "p_value": _json_float(self.p_value),
-            "p_greater": _json_float(self.p_greater),
+            "delta": finite_or_none(self.delta),
+            "p_value": finite_or_none(self.p_value),
+            "p_greater": finite_or_none(self.p_greater),
             "n_resamples": int(self.n_resamples),
             "seed": int(self.seed),
             "statistic": self.statistic,
             "level": self.level,
         }
+
+
+def level_for(average_by: str | None, level: str = "item") -> str:
+    """The test level for mt-metrics-eval's ``average_by``: "none" -> "item" (the statistic pooled
+    over all rows, rows swapped), "item" / "system" -> "group" (mean over groups of the
+    within-group statistic, groups swapped; ``groups`` then holds the items, resp. systems).
+    ``average_by=None`` returns ``level`` unchanged. ValueError for any other value."""
+    if average_by is None:
+        return level
+    mapping = {"none": "item", "item": "group", "system": "group"}
+    if average_by not in mapping:
+        raise ValueError(f"unknown average_by {average_by!r}; expected one of {tuple(mapping)}")
+    return mapping[average_by]
 
 
 def _check_common(statistic: str, level: str, n_resamples: Any) -> int:
@@ -559,6 +573,8 @@ def permutation_test(
     level: str = "item",
     n_resamples: int = 1000,
     seed: int = 0,
+    *,
+    average_by: str | None = None,
 ) -> PermutationResult:
     """Paired permutation test of ``statistic(x1, y) - statistic(x2, y)``.
 
@@ -598,6 +614,9 @@ def permutation_test(
     groups : labels of shape (n,); required for level "group".
     level : "item" or "group".
     n_resamples : int >= 1
+    average_by : keyword-only, the same choice in mt-metrics-eval's terms; overrides ``level``:
+        "none" = level "item"; "item" or "system" = level "group" with ``groups`` holding the
+        item (resp. system) of each row (:func:`level_for`).
     seed : int; the swap bits come from ``numpy.random.default_rng(seed)`` (module docstring).
 
     Returns
@@ -617,6 +636,7 @@ def permutation_test(
         Invalid arrays (not 1-D, unequal length, n < 2, not finite), unknown statistic or level,
         level "group" without groups, n_resamples < 1.
     """
+    level = level_for(average_by, level)
     n_resamples = _check_common(statistic, level, n_resamples)
     a1, a2, ya = _validate_pair(x1, x2, y)
     codes = None
@@ -767,8 +787,8 @@ class MetricComparison:
         """JSON-safe dict (nan -> None)."""
         return {
             "names": list(self.names),
-            "values": {k: _json_float(v) for k, v in self.values.items()},
-            "p_values": [[_json_float(v) for v in row] for row in self.p_values],
+            "values": {k: finite_or_none(v) for k, v in self.values.items()},
+            "p_values": [[finite_or_none(v) for v in row] for row in self.p_values],
             "ranks": {k: int(v) for k, v in self.ranks.items()},
             "alpha": float(self.alpha),
             "test": self.test,
@@ -776,7 +796,7 @@ class MetricComparison:
             "seed": int(self.seed),
             "statistic": self.statistic,
             "level": self.level,
-            "deltas": [[_json_float(v) for v in row] for row in self.deltas],
+            "deltas": [[finite_or_none(v) for v in row] for row in self.deltas],
         }
 
 
@@ -805,6 +825,7 @@ def compare_metrics(
     alpha: float = 0.05,
     *,
     n_jobs: int = 1,
+    average_by: str | None = None,
 ) -> MetricComparison:
     """Rank metrics by their agreement with human scores and test every pair of them.
 
@@ -834,6 +855,8 @@ def compare_metrics(
     statistic, groups, level, n_resamples, seed : as in :func:`permutation_test`.
     test : "permutation" or "williams".
     alpha : significance level in (0, 1).
+    average_by : keyword-only; mt-metrics-eval's name for the level, overrides ``level``
+        (see :func:`level_for`).
     n_jobs : keyword-only; threads used for the pairs (numpy releases the GIL in the heavy
         operations). Results do not depend on it.
 
@@ -848,6 +871,7 @@ def compare_metrics(
         statistic other than pearson or with level "group"; alpha outside (0, 1); n_resamples < 1
         for the permutation test; level "group" without groups.
     """
+    level = level_for(average_by, level)
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; expected one of {TESTS}")
     _check_meta_statistic(statistic)

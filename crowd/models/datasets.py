@@ -35,6 +35,17 @@ class Dataset(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
+    #: ``protocol["task"]`` of a benchmark of graded judgments (each caption rated on a scale or voted
+    #: yes/no; correlations are its statistics). A benchmark protocol, not a campaign's task kind.
+    TASK_RATING = "rating"
+    #: ``protocol["task"]`` of a pairwise forced-choice benchmark (PASCAL-50S: the statistic is the
+    #: share of pairs where the metric prefers the human majority's caption).
+    TASK_FORCED_CHOICE = "forced_choice"
+    #: ``protocol["rows"]``: every rating is a correlation row (Flickr8k-Expert, THumB)
+    ROWS_RATING = "rating"
+    #: ``protocol["rows"]``: one row per caption, the mean of its judgments (Flickr8k-CrowdFlower)
+    ROWS_MEAN = "mean"
+
     class Meta:
         ordering = ["name"]
 

@@ -24,7 +24,8 @@ from analysis.benchmarks import (
 )
 from analysis.reports import DEFAULT_RESAMPLES, ReportError, correlation_report
 from analysis.statistics import STATISTICS
-from evalsite import csvsafe
+from crowd.models import Dataset
+from evalcore import csvsafe
 from metrics.pipeline import PipelineError
 from metrics.scorers.registry import METRICS
 
@@ -63,7 +64,7 @@ def _rows_of(report: dict) -> list[tuple[str, list[str]]]:
     ranks = (report.get("significance", {}).get("permutation") or {}).get("ranks", {})
     width = max([len(m["name"]) for m in report["metrics"].values()] + [12]) + 2
     out = []
-    if report["task"] == "forced_choice":
+    if report["task"] == Dataset.TASK_FORCED_CHOICE:
         cats = report["protocol"].get("categories") or []
         lines = [f"{'metric':<{width}}{'rank':>5}{'all':>20}" + "".join(f"{c:>20}" for c in cats)]
         for key, m in report["metrics"].items():
@@ -96,7 +97,7 @@ def _rows_of(report: dict) -> list[tuple[str, list[str]]]:
 def format_benchmark(report: dict) -> str:
     """The readable default output of ``correlate``."""
     s = report["settings"]
-    if report["task"] == "forced_choice":
+    if report["task"] == Dataset.TASK_FORCED_CHOICE:
         c = report["counts"]
         head = f"{report['dataset']} (forced choice): {c['pairs']:,} pairs, {c['votes']:,} votes, {c['tied_pairs']} tied pairs left out"
     else:
@@ -151,7 +152,7 @@ def benchmark_csv_rows(report: dict):
     yield ["dataset", "criterion", "metric", "name", "level", "statistic", "value", "ci95_lo", "ci95_hi", "rank"]
     ranks = (report.get("significance", {}).get("permutation") or {}).get("ranks", {})
     for key, m in report["metrics"].items():
-        if report["task"] == "forced_choice":
+        if report["task"] == Dataset.TASK_FORCED_CHOICE:
             yield [report["dataset"], "", key, m["name"], "item", "accuracy", m["accuracy"], *m["ci95"], ranks.get(key)]
             for cat, a in m["per_category"].items():
                 yield [report["dataset"], "", key, m["name"], "item", f"accuracy_{cat}", a["accuracy"], *a["ci95"], ""]
@@ -176,7 +177,8 @@ class Command(BaseCommand):
                             help=f"metrics (default: every computed one): {', '.join(METRICS)}")
         parser.add_argument("--criterion", help="judged criterion (default the dataset's main one; THumB: precision, recall)")
         parser.add_argument("--level", nargs="+", action="extend", dest="levels", choices=LEVELS,
-                            help="item (pooled), image (per-image average), system (system means); default all")
+                            help="item (all rows pooled, mt-metrics-eval average_by=none), image (per-image average, "
+                                 "average_by=item), system (correlation of system means); default all")
         parser.add_argument("--statistic", nargs="+", action="extend", dest="statistics", choices=STATISTICS,
                             help="correlation statistics (default all four; tau_23, acc_23 and acc_eq are always reported)")
         parser.add_argument("--format", choices=FORMATS, default="table", help="output: table (default), json, csv, latex (--compare)")
