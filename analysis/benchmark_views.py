@@ -3,6 +3,13 @@
 Settings come from the query string (``?seed=0&resamples=1000&permutations=1000&alpha=0.05``, and
 ``criterion=`` on a benchmark page); they are stored in every report and download, so a number on
 the page can be reproduced from its JSON.
+
+Reports are computed once by a Celery task and read here (:mod:`analysis.cached_reports`,
+:func:`analysis.tasks.read_report`), under a key made of the settings and the fingerprint of the
+data they read: a page whose report is not stored yet says it is being computed and reloads
+itself, a JSON/CSV/LaTeX download answers 202 with ``Retry-After`` (500 if the computation failed),
+a chart 503 with ``Retry-After``. Settings are validated before any report is requested (HTTP 400).
+Without a broker (the quick start) the task runs inside the first request.
 """
 import hashlib
 import json
@@ -13,22 +20,20 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
-from evalsite import csvsafe
-from metrics.pipeline import PipelineError
-
-from . import plots
+from evalcore import csvsafe
+from . import cached_reports, plots
 from .benchmarks import (
     DEFAULT_ALPHA,
     DEFAULT_PERMUTATIONS,
     DEFAULT_RESAMPLES,
     LABELS,
-    benchmark_report,
     column_title,
-    comparison,
     comparison_csv_rows,
     comparison_latex,
 )
-from .reports import ReportError
+from .models import Report
+from .tasks import REFRESH_SECONDS, read_report
+from .views import not_ready
 
 MAX_RESAMPLES = 10000
 
@@ -64,12 +69,19 @@ def _query(settings: dict, **extra) -> str:
     return urlencode({**settings, **{k: v for k, v in extra.items() if v}})
 
 
-def _report(name: str, settings: dict, criterion: str | None, levels=None) -> dict:
-    kwargs = {"levels": levels} if levels else {}
-    return benchmark_report(
-        name, criterion=criterion or None, n_resamples=settings["resamples"], seed=settings["seed"],
-        n_permutations=settings["permutations"], alpha=settings["alpha"], **kwargs,
-    )
+def _read(dataset, settings: dict, criterion: str | None):
+    """(report, problem, computing, row) of the benchmark report of ``dataset`` with the validated
+    ``settings`` and ``criterion`` (:func:`analysis.benchmarks.benchmark_report`, read from the
+    stored report: :func:`analysis.tasks.read_report`)."""
+    key, params = cached_reports.benchmark_key(dataset, settings, criterion or None)
+    return read_report(Report.BENCHMARK, key, params, dataset=dataset)
+
+
+def _chart_not_ready(row: Report) -> HttpResponse:
+    """503 with ``Retry-After`` for a chart whose report is not stored yet."""
+    response = HttpResponse(f"the report is {row.status}", status=503, content_type="text/plain")
+    response["Retry-After"] = str(REFRESH_SECONDS)
+    return response
 
 
 def _bad(exc) -> HttpResponse:
@@ -90,13 +102,9 @@ def benchmark_page(request, name):
     except BadSettings as exc:
         return _bad(exc)
     criterion = request.GET.get("criterion") or None
-    report, problem = None, None
-    try:
-        report = _report(name, settings, criterion)
-    except ReportError as exc:
-        problem = str(exc)
+    report, problem, computing, _ = _read(dataset, settings, criterion)
     context = {"dataset": dataset, "report": report, "problem": problem, "settings": settings, "labels": LABELS,
-               "query": _query(settings, criterion=criterion)}
+               "query": _query(settings, criterion=criterion), "computing": computing}
     if report:
         context["rows"] = _page_rows(report)
         sig = report.get("significance", {}).get("permutation")
@@ -121,11 +129,18 @@ def _page_rows(report: dict) -> list[dict]:
 
 @require_GET
 def benchmark_json(request, name):
-    get_object_or_404(Dataset, name=name)
+    """The benchmark report as JSON (:func:`analysis.benchmarks.benchmark_report`); 400 for bad
+    settings or a report that cannot be made, 202 while it is computed."""
+    dataset = get_object_or_404(Dataset, name=name)
     try:
-        report = _report(name, _settings(request), request.GET.get("criterion"))
-    except (BadSettings, ReportError) as exc:
+        settings = _settings(request)
+    except BadSettings as exc:
         return _bad(exc)
+    report, problem, computing, row = _read(dataset, settings, request.GET.get("criterion"))
+    if problem is not None:
+        return _bad(problem)
+    if computing is not None:
+        return not_ready(row, "benchmark report")
     response = JsonResponse(report, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="{name}-benchmark.json"'
     return response
@@ -136,7 +151,7 @@ def chart_entries(report: dict, level: str, statistic: str) -> tuple[list[dict],
     ranks = (report.get("significance", {}).get("permutation") or {}).get("ranks", {}) if statistic in (report["headline"],) else {}
     entries = []
     for key, m in report["metrics"].items():
-        if report["task"] == "forced_choice":
+        if report["task"] == Dataset.TASK_FORCED_CHOICE:
             if statistic in ("accuracy", "all"):
                 entries.append({"name": m["name"], "value": m["accuracy"], "ci95": m["ci95"], "rank": ranks.get(key)})
             else:
@@ -149,10 +164,10 @@ def chart_entries(report: dict, level: str, statistic: str) -> tuple[list[dict],
         entries.append({"name": m["name"], "value": block["values"].get(statistic), "ci95": block["ci95"].get(statistic, [None, None]),
                         "rank": ranks.get(key) if level == "item" else None})
     ceiling = report["ceiling"]["item"]
-    if report["task"] == "forced_choice" and statistic not in ("accuracy", "all"):
+    if report["task"] == Dataset.TASK_FORCED_CHOICE and statistic not in ("accuracy", "all"):
         ceiling = report["ceiling"].get("per_category", {}).get(statistic, {"error": "no ceiling"})
     note = ceiling.get("error", "")
-    same_unit = report["task"] == "forced_choice" or (level == "item" and ceiling.get("statistic") == statistic)
+    same_unit = report["task"] == Dataset.TASK_FORCED_CHOICE or (level == "item" and ceiling.get("statistic") == statistic)
     if "error" in ceiling:
         return entries, None, note
     if not same_unit:
@@ -162,12 +177,17 @@ def chart_entries(report: dict, level: str, statistic: str) -> tuple[list[dict],
 
 @require_GET
 def benchmark_chart(request, name, level, statistic):
-    get_object_or_404(Dataset, name=name)
+    """PNG bars of one level/statistic of the stored benchmark report; 503 while it is computed."""
+    dataset = get_object_or_404(Dataset, name=name)
     try:
         settings = _settings(request)
-        report = _report(name, settings, request.GET.get("criterion"))
-    except (BadSettings, ReportError) as exc:
+    except BadSettings as exc:
         return _bad(exc)
+    report, problem, computing, row = _read(dataset, settings, request.GET.get("criterion"))
+    if problem is not None:
+        return _bad(problem)
+    if computing is not None:
+        return _chart_not_ready(row)
     if level not in ("item", "image", "system"):
         raise Http404("unknown level")
     digest = hashlib.sha256(json.dumps([level, statistic, report], sort_keys=True).encode()).hexdigest()
@@ -183,11 +203,17 @@ def benchmark_chart(request, name, level, statistic):
 
 @require_GET
 def significance_png(request, name):
-    get_object_or_404(Dataset, name=name)
+    """p-value heat map of the stored benchmark report's permutation test; 503 while it is computed."""
+    dataset = get_object_or_404(Dataset, name=name)
     try:
-        report = _report(name, _settings(request), request.GET.get("criterion"))
-    except (BadSettings, ReportError) as exc:
+        settings = _settings(request)
+    except BadSettings as exc:
         return _bad(exc)
+    report, problem, computing, row = _read(dataset, settings, request.GET.get("criterion"))
+    if problem is not None:
+        return _bad(problem)
+    if computing is not None:
+        return _chart_not_ready(row)
     sig = report.get("significance", {}).get("permutation")
     if not sig:
         raise Http404("no significance test in this report (fewer than 2 metrics)")
@@ -200,31 +226,47 @@ def significance_png(request, name):
 
 
 def _comparison(request):
+    """(matrix, problem, computing, row, settings) of the request: the comparison
+    (:func:`analysis.benchmarks.comparison`) stored under the fingerprint of everything it reads
+    (:func:`analysis.cached_reports.comparison_key`). BadSettings for bad settings."""
     settings = _settings(request)
     names = [n for n in request.GET.getlist("dataset") if n] or None
-    return comparison(names, n_resamples=settings["resamples"], seed=settings["seed"],
-                      n_permutations=settings["permutations"], alpha=settings["alpha"]), settings
+    key, params = cached_reports.comparison_key(names, settings)
+    return (*read_report(Report.COMPARISON, key, params), settings)
 
 
 @require_GET
 def compare_page(request):
     try:
-        matrix, settings = _comparison(request)
-    except (BadSettings, ReportError, PipelineError) as exc:
+        matrix, problem, computing, _, settings = _comparison(request)
+    except BadSettings as exc:
         return _bad(exc)
+    if problem is not None:
+        return _bad(problem)
+    if matrix is None:  # being computed, no earlier comparison with these settings to show
+        return render(request, "analysis/compare.html", {
+            "matrix": None, "columns": [], "rows": [], "settings": settings, "query": _query(settings),
+            "computing": computing,
+        })
     columns = [dict(c, title=column_title(c), label=LABELS.get(c["statistic"], c["statistic"])) for c in matrix["columns"]]
     rows = [{"metric": r["metric"], "name": r["name"], "cells": [(c, r["cells"].get(c["id"])) for c in columns]} for r in matrix["rows"]]
     return render(request, "analysis/compare.html", {
         "matrix": matrix, "columns": columns, "rows": rows, "settings": settings, "query": _query(settings),
+        "computing": computing,
     })
 
 
-def _download(request, make):
-    """A comparison download: ``make(matrix)`` builds the response; bad settings are an HTTP 400."""
+def _download(request, make, as_json: bool = False):
+    """A comparison download: ``make(matrix)`` builds the response from the stored comparison; bad
+    settings or a comparison that cannot be made are an HTTP 400; 202 while it is computed."""
     try:
-        matrix, _ = _comparison(request)
-    except (BadSettings, ReportError, PipelineError) as exc:
+        matrix, problem, computing, row, _ = _comparison(request)
+    except BadSettings as exc:
         return _bad(exc)
+    if problem is not None:
+        return _bad(problem)
+    if computing is not None:
+        return not_ready(row, "comparison", as_json=as_json)
     return make(matrix)
 
 
@@ -235,7 +277,8 @@ def _attachment(response, filename: str):
 
 @require_GET
 def compare_json(request):
-    return _download(request, lambda m: _attachment(JsonResponse(m, json_dumps_params={"indent": 2}), "metric-comparison.json"))
+    return _download(request, lambda m: _attachment(JsonResponse(m, json_dumps_params={"indent": 2}), "metric-comparison.json"),
+                     as_json=True)
 
 
 @require_GET

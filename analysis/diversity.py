@@ -8,6 +8,9 @@
   each caption's coordinates on the five strongest latent semantics (radar chart) and a 2-D map of
   all the image's captions (multidimensional scaling of their CIDEr-D kernel).
 
+Both are public pages' data: they leave out the systems of campaigns whose results are not
+published (:func:`crowd.privacy.private_system_ids`).
+
 The F-score (Wang & Chan 2019, Sec. 5) is F = (1 + beta^2) div acc / (beta^2 div + acc) with the
 system means of Self-CIDEr diversity and accuracy; the paper uses beta^2 = 5.
 """
@@ -17,7 +20,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from crowd.models import Caption, Dataset, Image, ObjectLabel, System
+from analysis.statistics import finite_or_none
+from crowd.models import Caption, Dataset, Image, ObjectLabel
+from crowd.privacy import private_system_ids, public_systems
 from metrics import pipeline
 from metrics.models import MetricRun, SetScore, SystemScore
 from metrics.scorers import diversity as kernels
@@ -40,11 +45,7 @@ def find_run(dataset: Dataset, metric: str, m: int | None = None, cider_df: str 
     ).first()
 
 
-def _num(x) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return x if np.isfinite(x) else None
+_num = finite_or_none  # None unless finite (analysis.statistics.finite_or_none)
 
 
 def diversity_summary(dataset_name: str, m: int | None = None, beta2: float = DEFAULT_BETA2, cider_df: str | None = None) -> dict:
@@ -84,7 +85,7 @@ def diversity_summary(dataset_name: str, m: int | None = None, beta2: float = DE
         key: {s.system_id: s for s in SystemScore.objects.filter(run=run)} for key, run in system_runs.items()
     }
     systems = []
-    for system in System.objects.filter(dataset=dataset).order_by("name"):
+    for system in public_systems(dataset).order_by("name"):
         row = {
             "system": system.name, "kind": system.kind, "is_reference": system.pk == dataset.reference_system_id,
             "n_sets": counts.get(system.pk, 0),
@@ -109,27 +110,36 @@ def diversity_summary(dataset_name: str, m: int | None = None, beta2: float = DE
 
 
 def word_frequency_curves(dataset: Dataset) -> dict[str, list[int]]:
-    """{system name: sorted word counts} from the done ``vocabulary`` run; ReportError if none."""
+    """{system name: sorted word counts} from the done ``vocabulary`` run (public systems only);
+    ReportError if none."""
     run = find_run(dataset, "vocabulary")
     if run is None:
         raise ReportError(f"the vocabulary has not been computed on {dataset.name!r}; run: python manage.py "
                           f"compute_metrics --dataset {dataset.name} --metric vocabulary --wait")
     return {
         name: details.get("frequencies", [])
-        for name, details in SystemScore.objects.filter(run=run).order_by("system__name").values_list("system__name", "details")
+        for name, details in SystemScore.objects.filter(run=run).exclude(system_id__in=private_system_ids(dataset))
+        .order_by("system__name").values_list("system__name", "details")
     }
 
 
-def image_detail(dataset: Dataset, image: Image, m: int | None = None, k: int = 5) -> dict:
-    """Everything the per-image page shows (see the module docstring).
+def image_detail(dataset: Dataset, image: Image, m: int | None = None, k: int = 5, document_frequency=None) -> dict:
+    """Everything the per-image page shows (see the module docstring). It reads the stored tokens
+    (tokenising captions that have none) and builds the dataset's document frequencies, so pages
+    read it from its cached report (:mod:`analysis.cached_reports`) instead of calling it.
+
+    ``document_frequency``: a callable returning the dataset's set-level CIDEr-D document
+    frequencies (:func:`metrics.pipeline._document_frequency_for_sets`), to share one table across
+    the images of a dataset; default: build it here.
 
     Returns ``{"image", "objects": [(label, count)], "systems": [{"system", "is_reference",
     "captions": [str], "self_cider", "lsa", "radar_lsa": (m, k) list or None}], "mds": {"xy": (n, 2)
     list, "groups": [system], "captions": [str]} or None}``. Radar coordinates need at least 2
-    captions; the MDS map at least 3 captions on the image.
+    captions; the MDS map at least 3 captions on the image. Captions of the systems of campaigns
+    whose results are not published are left out (:func:`crowd.privacy.private_system_ids`).
     """
     rows = list(
-        Caption.objects.filter(image=image).order_by("system__name", "key").values_list("id", "system_id", "system__name", "text")
+        Caption.objects.filter(image=image).exclude(system_id__in=private_system_ids(dataset)).order_by("system__name", "key").values_list("id", "system_id", "system__name", "text")
     )
     tokens = pipeline._ensure_tokens(dataset, [r[0] for r in rows]) if rows else {}
     by_system: dict[tuple[int, str], list[tuple[str, str]]] = defaultdict(list)
@@ -159,7 +169,7 @@ def image_detail(dataset: Dataset, image: Image, m: int | None = None, k: int = 
         all_texts += [t for t, _ in caps]
     mds = None
     if len(all_tokens) >= 3:
-        df = pipeline._document_frequency_for_sets(dataset)
+        df = document_frequency() if document_frequency else pipeline._document_frequency_for_sets(dataset)
         kernel = kernels.self_cider_kernel(all_tokens, df)
         mds = {"xy": kernels.mds_coordinates(kernel).tolist(), "groups": all_groups, "captions": all_texts}
     objects = list(ObjectLabel.objects.filter(image=image).values_list("label", "count"))

@@ -1,21 +1,30 @@
 """Dashboard pages for caption-set diversity (Wang & Chan 2019): the per-dataset diversity page
 (summary table, diversity-accuracy scatter, F-score bars, vocabulary and word-frequency curves,
-downloads) and the per-image page (caption sets, Self-CIDEr / LSA, radar charts, MDS map).
+downloads) and the per-image page (caption sets, Self-CIDEr / LSA, radar charts, MDS map). The
+per-image view tokenises captions and builds document frequencies, so it is computed once by a
+Celery task and read by the page and its charts (:mod:`analysis.cached_reports`).
 
 Query parameters: ``m`` (captions per set of the runs to show; default all) and ``beta2`` (F-score
 weight; default 5 as in the paper).
 """
+import hashlib
+import json
+
+from django.core.cache import cache
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset, Image
-from evalsite import csvsafe
+from crowd.privacy import private_system_ids
+from evalcore import csvsafe
 from metrics.models import SetScore
 
-from . import plots
-from .diversity import DEFAULT_BETA2, diversity_summary, find_run, image_detail, word_frequency_curves
+from . import cached_reports, plots
+from .diversity import DEFAULT_BETA2, diversity_summary, find_run, word_frequency_curves
+from .models import Report
 from .reports import ReportError
+from .tasks import REFRESH_SECONDS, computing_context, request_report
 
 SUMMARY_COLUMNS = ["system", "kind", "is_reference", "n_sets", "self_cider", "lsa", "mbleu_4", "mbleu_mix",
                    "set_accuracy", "f_score", "vocabulary"]
@@ -88,31 +97,44 @@ def diversity_csv(request, name):
     return response
 
 
+def _chart(kind: str, data, draw) -> HttpResponse:
+    """A PNG drawn by ``draw()`` from ``data`` (JSON-serialisable: exactly what the chart shows),
+    kept in the cache under the SHA-256 of that data, so an unchanged chart is drawn once."""
+    key = f"diversity-chart:{kind}:" + hashlib.sha256(json.dumps(data, default=str).encode()).hexdigest()
+    png = cache.get(key)
+    if png is None:
+        png = draw()
+        cache.set(key, png, 3600)
+    return HttpResponse(png, content_type="image/png")
+
+
 @require_GET
 def scatter_png(request, name):
     _, summary = _summary_or_404(name, request)
     points = [(r["system"], r["self_cider"], r["set_accuracy"]) for r in summary["systems"]]
-    return HttpResponse(plots.diversity_accuracy_png(points), content_type="image/png")
+    return _chart("scatter", points, lambda: plots.diversity_accuracy_png(points))
 
 
 @require_GET
 def f_score_png(request, name):
     _, summary = _summary_or_404(name, request)
     rows = [r for r in summary["systems"] if r["f_score"] is not None]
-    return HttpResponse(
-        plots.f_score_bars_png([r["system"] for r in rows], [r["f_score"] for r in rows], summary["beta2"]),
-        content_type="image/png",
-    )
+    names, values = [r["system"] for r in rows], [r["f_score"] for r in rows]
+    return _chart("f-score", [names, values, summary["beta2"]], lambda: plots.f_score_bars_png(names, values, summary["beta2"]))
 
 
 @require_GET
 def vocabulary_png(request, name):
     dataset = get_object_or_404(Dataset, name=name)
-    try:
-        curves = word_frequency_curves(dataset)
-    except ReportError as exc:
-        raise Http404(str(exc))
-    return HttpResponse(plots.vocabulary_png(curves), content_type="image/png")
+    run = find_run(dataset, "vocabulary")
+    if run is None:
+        try:
+            word_frequency_curves(dataset)  # raises ReportError with the command to run
+        except ReportError as exc:
+            raise Http404(str(exc))
+    # the curves are the run's stored details: the run's identity names the chart
+    ident = [dataset.pk, run.pk, run.completed, str(run.finished_at), private_system_ids(dataset)]
+    return _chart("vocabulary", ident, lambda: plots.vocabulary_png(word_frequency_curves(dataset)))
 
 
 def _image(name, key):
@@ -120,38 +142,65 @@ def _image(name, key):
     return dataset, get_object_or_404(Image, dataset=dataset, key=key)
 
 
+def _image_report(dataset, image, m) -> Report:
+    """The cached per-image view (:func:`analysis.diversity.image_detail`, computed by a Celery task:
+    the request only reads it)."""
+    key, params = cached_reports.image_key(dataset, image, m)
+    return request_report(Report.IMAGE, key, params, dataset=dataset, image=image)
+
+
+def _not_ready(row: Report) -> HttpResponse:
+    response = HttpResponse(f"the view of this image is {row.status}", status=503, content_type="text/plain")
+    response["Retry-After"] = str(REFRESH_SECONDS)
+    return response
+
+
 @require_GET
 def image_page(request, name, key):
     dataset, image = _image(name, key)
     m, _ = _options(request)
-    detail = image_detail(dataset, image, m=m)
+    row = _image_report(dataset, image, m)
     query = request.GET.urlencode()
     # a link only to a web address: the stored URL is data and could say javascript:
     href = image.url if image.url.lower().startswith(("http://", "https://")) else ""
     return render(request, "analysis/image.html", {
-        "dataset": dataset, "image": image, "detail": detail, "m": m, "query": f"?{query}" if query else "",
-        "image_href": href,
+        "dataset": dataset, "image": image, "detail": row.data, "m": m, "query": f"?{query}" if query else "",
+        "image_href": href, "computing": None if row.status == Report.DONE else computing_context(row),
     })
+
+
+def _cached_png(row: Report, name: str, draw) -> HttpResponse:
+    """The chart ``name`` of a done report, drawn once by ``draw(detail)`` and kept in the cache."""
+    cache_key = f"image-chart:{row.key}:{name}"
+    png = cache.get(cache_key)
+    if png is None:
+        png = draw(row.data)
+        cache.set(cache_key, png, 3600)
+    return HttpResponse(png, content_type="image/png")
 
 
 @require_GET
 def radar_png(request, name, key, system):
     dataset, image = _image(name, key)
     m, _ = _options(request)
-    detail = image_detail(dataset, image, m=m)
-    entry = next((s for s in detail["systems"] if s["system"] == system), None)
+    row = _image_report(dataset, image, m)
+    if row.status != Report.DONE:
+        return _not_ready(row)
+    entry = next((s for s in row.data["systems"] if s["system"] == system), None)
     if entry is None or entry["radar_lsa"] is None:
         raise Http404("no radar chart for this caption set (fewer than 2 captions, or no content words)")
-    png = plots.radar_png(entry["radar_lsa"], entry["captions"], title=f"{system}: captions on the top latent semantics (LSA)")
-    return HttpResponse(png, content_type="image/png")
+    return _cached_png(row, "radar:" + hashlib.sha256(system.encode()).hexdigest(), lambda detail: plots.radar_png(
+        entry["radar_lsa"], entry["captions"], title=f"{system}: captions on the top latent semantics (LSA)"))
 
 
 @require_GET
 def mds_png(request, name, key):
     dataset, image = _image(name, key)
     m, _ = _options(request)
-    detail = image_detail(dataset, image, m=m)
-    if detail["mds"] is None:
+    row = _image_report(dataset, image, m)
+    if row.status != Report.DONE:
+        return _not_ready(row)
+    if row.data["mds"] is None:
         raise Http404("fewer than 3 captions on this image")
-    png = plots.mds_png(detail["mds"]["xy"], detail["mds"]["groups"], title="captions of this image (MDS of CIDEr-D similarity)")
-    return HttpResponse(png, content_type="image/png")
+    return _cached_png(row, "mds", lambda detail: plots.mds_png(
+        detail["mds"]["xy"], detail["mds"]["groups"], title="captions of this image (MDS of CIDEr-D similarity)"))

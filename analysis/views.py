@@ -1,27 +1,36 @@
-"""The dashboard: datasets, live metric-run progress, correlation tables, scatter plots, downloads."""
+"""The dashboard: datasets, live metric-run progress, correlation tables, scatter plots, downloads.
+
+The correlation report (bootstrap intervals of every metric) is computed once by a Celery task
+and read here (:mod:`analysis.cached_reports`, :func:`analysis.tasks.read_report`): a page whose
+report is not stored yet says it is being computed and reloads itself; a download answers 202
+(500 if the computation failed) with ``Retry-After`` until the report is stored, then the
+documented JSON or CSV. Without a broker (the quick start) the task runs inside the first request.
+"""
 from django.core.cache import cache
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
-from evalsite import csvsafe
+from evalcore import csvsafe
 from metrics.models import MetricRun
 from metrics.uploads import is_upload_key
 from metrics.scorers.registry import LEXICAL_MEASURES, METRICS, UNAVAILABLE
 
-from . import plots
+from . import cached_reports, plots
+from .models import Report
 from .reports import (
     ReportError,
     completed_runs,
-    correlation_report,
     dataset_judgments,
     judgment_rows,
     metric_name,
+    parse_weighting,
     per_pair,
     protocol,
     report_csv_rows,
 )
+from .tasks import REFRESH_SECONDS, read_report
 
 
 def _runs(dataset):
@@ -51,27 +60,47 @@ def index(request):
     return render(request, "analysis/index.html", {"datasets": datasets})
 
 
-def _report_or_none(dataset, weighting=None):
-    """The dataset's correlation report (with gap-weighted entries for ``?weighting=gap:mtld``)."""
-    if protocol(dataset)["task"] == "forced_choice":
+def not_ready(row: Report, what: str, as_json: bool = True) -> HttpResponse:
+    """The answer to a download whose report is not stored yet: HTTP 202 (queued or being computed)
+    or 500 (the computation failed, retried on a later request), with ``Retry-After`` (seconds);
+    body ``{"report": what, "status": "pending"|"running"|"failed", "error": str}`` as JSON, or that
+    status as plain text."""
+    status = 500 if row.status == Report.FAILED else 202
+    if as_json:
+        response = JsonResponse({"report": what, "status": row.status, "error": row.error}, status=status)
+    else:
+        response = HttpResponse(f"the {what} is {row.status}{': ' + row.error if row.error else ''}; retry later\n",
+                                status=status, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = str(REFRESH_SECONDS)
+    return response
+
+
+def _read(dataset, weighting=None):
+    """(report, problem, computing, row) of the dataset's correlation report (with gap-weighted
+    entries for ``?weighting=gap:mtld``), read from the stored report (requested if it is new;
+    see :func:`analysis.tasks.read_report`). A forced-choice dataset or a malformed weighting is a
+    problem found before any report is requested (row None)."""
+    if protocol(dataset)["task"] == Dataset.TASK_FORCED_CHOICE:
         return None, (f"{dataset.name} is a forced-choice benchmark (which of two captions is better): its accuracies "
-                      "per category, significance clusters and human ceiling are on the meta-evaluation page.")
+                      "per category, significance clusters and human ceiling are on the meta-evaluation page."), None, None
     try:
-        return correlation_report(dataset.name, weighting=weighting or None), None
+        parse_weighting(weighting or None)
     except ReportError as exc:
-        return None, str(exc)
+        return None, str(exc), None, None
+    key, params = cached_reports.correlation_key(dataset, weighting or None)
+    return read_report(Report.CORRELATIONS, key, params, dataset=dataset)
 
 
 @require_GET
 def dataset_detail(request, name):
     dataset = get_object_or_404(Dataset, name=name)
-    report, problem = _report_or_none(dataset, request.GET.get("weighting"))
+    report, problem, computing, _ = _read(dataset, request.GET.get("weighting"))
     runs = _runs(dataset)
     return render(
         request,
         "analysis/dataset.html",
         {
-            "dataset": dataset, "runs": [_run_dict(r) for r in runs], "report": report,
+            "dataset": dataset, "runs": [_run_dict(r) for r in runs], "report": report, "computing": computing,
             "problem": problem, "unavailable": UNAVAILABLE, "weighting": request.GET.get("weighting", ""),
             "weightings": [("gap", "M x Lexical Gap"), ("ldr", "M x lexical diversity ratio")],
             "measures": LEXICAL_MEASURES,
@@ -87,16 +116,23 @@ def runs_json(request, name):
 
 
 def _report_or_404(name, weighting=None):
+    """(dataset, stored report, None), or (dataset, None, 202/500 answer) while it is not stored;
+    Http404 with the problem when the report cannot be made."""
     dataset = get_object_or_404(Dataset, name=name)
-    report, problem = _report_or_none(dataset, weighting)
-    if report is None:
+    report, problem, computing, row = _read(dataset, weighting)
+    if problem is not None:
         raise Http404(problem)
-    return dataset, report
+    if computing is not None:
+        return dataset, None, row
+    return dataset, report, None
 
 
 @require_GET
 def report_json(request, name):
-    dataset, report = _report_or_404(name, request.GET.get("weighting"))
+    """The correlation report as JSON (:func:`analysis.reports.correlation_report`); 202 while computed."""
+    dataset, report, row = _report_or_404(name, request.GET.get("weighting"))
+    if report is None:
+        return not_ready(row, "correlation report")
     response = JsonResponse(report, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="{dataset.name}-correlations.json"'
     return response
@@ -104,7 +140,10 @@ def report_json(request, name):
 
 @require_GET
 def report_csv(request, name):
-    dataset, report = _report_or_404(name, request.GET.get("weighting"))
+    """The correlation report as CSV (:func:`analysis.reports.report_csv_rows`); 202 while computed."""
+    dataset, report, row = _report_or_404(name, request.GET.get("weighting"))
+    if report is None:
+        return not_ready(row, "correlation report", as_json=False)
     response = HttpResponse(content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="{dataset.name}-correlations.csv"'
     writer = csvsafe.writer(response)

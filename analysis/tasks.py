@@ -1,0 +1,113 @@
+"""Celery tasks that compute reports off the request path (:mod:`analysis.cached_reports`).
+
+``request_report`` is what a page calls: it returns the :class:`analysis.models.Report` row of a
+key, creating it and queueing ``compute_report`` the first time. Without a broker
+(``CELERY_TASK_ALWAYS_EAGER``, the quick start) the task runs in-process inside that first call,
+so the page gets the finished report; with a broker the page shows the report as queued or
+running and refreshes until it is done. A row whose task was lost (queued while the broker was
+down, or a worker killed mid-computation) is queued again by the next request after
+``LOST_AFTER`` (pending) or ``RUNNING_LOST_AFTER`` (running); a failed one after ``RETRY_AFTER``.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from django.db import IntegrityError
+from django.utils import timezone
+
+from . import cached_reports
+from .models import Report
+
+log = logging.getLogger("analysis.tasks")
+
+LOST_AFTER = timedelta(minutes=5)
+RUNNING_LOST_AFTER = timedelta(minutes=30)
+RETRY_AFTER = timedelta(minutes=5)
+
+
+@shared_task(name="analysis.compute_report", acks_late=True)
+def compute_report(report_id: int) -> str:
+    """Compute and store the report ``report_id`` (:func:`analysis.cached_reports.compute`); returns its status."""
+    return cached_reports.compute(report_id)
+
+
+def _queue(report: Report) -> None:
+    from kombu.exceptions import OperationalError as BrokerUnavailable
+
+    try:
+        compute_report.delay(report.pk)
+    except BrokerUnavailable as exc:  # left pending; the next request after LOST_AFTER queues it again
+        log.warning("broker unreachable, report %s left pending: %s", report.pk, exc)
+
+
+def _lost(report: Report, now) -> bool:
+    if report.status == Report.PENDING:
+        return report.created_at < now - LOST_AFTER
+    if report.status == Report.RUNNING:
+        return report.started_at is not None and report.started_at < now - RUNNING_LOST_AFTER
+    if report.status == Report.FAILED:
+        return report.finished_at is not None and report.finished_at < now - RETRY_AFTER
+    return False
+
+
+def request_report(kind: str, key: str, params: dict, **subject) -> Report:
+    """The report row of ``key`` (``kind`` a :class:`Report` kind; ``subject``: campaign=, dataset=,
+    image=), queueing its computation when it is new or its task was lost. Returns the row as it
+    is after queueing: done already in the in-process mode unless the computation failed."""
+    try:
+        report, created = Report.objects.get_or_create(key=key, defaults={"kind": kind, "params": params, **subject})
+    except IntegrityError:  # created by a concurrent request between get and create
+        report, created = Report.objects.get(key=key), False
+    now = timezone.now()
+    if not created and _lost(report, now):
+        # claim the re-queue: of several requests seeing the same lost row, one queues it
+        if not Report.objects.filter(pk=report.pk, status=report.status).update(
+                status=Report.PENDING, created_at=now, started_at=None):
+            return Report.objects.get(pk=report.pk)
+        created = True
+    if created:
+        _queue(report)
+        report.refresh_from_db()
+    return report
+
+
+def latest_done(kind: str, params: dict, **subject) -> Report | None:
+    """The newest done report of this subject and parameters under any key (a stale one while its
+    successor is being computed), or None."""
+    return Report.objects.filter(kind=kind, params=params, status=Report.DONE, **subject).order_by("-finished_at").first()
+
+
+#: seconds between refreshes of a page whose report is being computed
+REFRESH_SECONDS = 2
+
+
+def computing_context(row: Report, previous: Report | None = None) -> dict:
+    """What a page shows about a report that is not done: status, seconds since queued/started,
+    an estimate from the last computation of the same subject, the error of a failed one."""
+    now = timezone.now()
+    since = row.started_at or row.created_at
+    elapsed = (now - since).total_seconds() if since else 0.0
+    last = previous.seconds if previous is not None else None
+    percent = min(95.0, 100.0 * elapsed / last) if (last and row.status == Report.RUNNING) else None
+    return {"status": row.status, "elapsed": elapsed, "last_seconds": last, "percent": percent,
+            "error": row.error, "refresh": REFRESH_SECONDS if row.status in (Report.PENDING, Report.RUNNING) else None}
+
+
+def read_report(kind: str, key: str, params: dict, **subject) -> tuple[dict | None, str | None, dict | None, Report]:
+    """What a page shows for the report of ``key`` (requested with :func:`request_report`):
+    (report, problem, computing, row). Done: the stored report, or None and the stored problem
+    message (:func:`analysis.cached_reports.problem`), computing None. Not done: the newest done
+    report of the same subject and parameters (stale) or None, no problem, and
+    :func:`computing_context`."""
+    row = request_report(kind, key, params, **subject)
+    if row.status == Report.DONE:
+        data = row.data
+        problem = cached_reports.problem(data)
+        return (None if problem else data), problem, None, row
+    previous = latest_done(kind, params, **subject)
+    stale = previous.data if previous is not None else None
+    if cached_reports.problem(stale):
+        stale = None
+    return stale, None, computing_context(row, previous), row
