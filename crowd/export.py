@@ -3,16 +3,17 @@ the worker, the value, timings, the presentation order and the template version,
 
 Every submitted assignment is exported, including gold items, late and uncounted ones (the
 ``counted``, ``late``, ``gold`` and ``gold_correct`` columns say which are which), so nothing the
-workers did is invisible. CSV cells that are text starting with ``= + - @`` (or tab / CR) get a
+workers did is invisible. Unconfirmed provider claims (``Assignment.verified`` False: URL
+parameters MTurk has not confirmed) are left out until the provider confirms them. CSV cells that are text starting with ``= + - @`` (or tab / CR) get a
 leading apostrophe so spreadsheet programs do not run them as formulas (OWASP "CSV injection", see
-:mod:`evalsite.csvsafe`); plain numbers are left as they are.
+:mod:`evalcore.csvsafe`); plain numbers are left as they are.
 """
 from __future__ import annotations
 
 import io
 import json
 
-from evalsite import csvsafe
+from evalcore import csvsafe
 
 from .kinds import get_kind
 from .models import Assignment
@@ -28,7 +29,7 @@ def rows(campaign):
     """Export rows (dicts with :data:`COLUMNS`), ordered by item position then submission time."""
     spec = get_kind(campaign.kind)
     qs = (
-        Assignment.objects.filter(campaign=campaign, state__in=Assignment.DONE_STATES)
+        Assignment.objects.filter(campaign=campaign, state__in=Assignment.DONE_STATES, verified=True)
         .select_related("item", "worker").order_by("item__position", "submitted_at", "pk")
     )
     for a in qs:
@@ -56,7 +57,7 @@ def _cell(value):
 
 def to_csv(campaign) -> str:
     """The long-format export as CSV text (header :data:`COLUMNS`, one row per :func:`rows` entry;
-    formula-like text neutralised by :mod:`evalsite.csvsafe`)."""
+    formula-like text neutralised by :mod:`evalcore.csvsafe`)."""
     buf = io.StringIO()
     writer = csvsafe.writer(buf)
     writer.writerow(COLUMNS)

@@ -18,3 +18,14 @@ def collect_mturk() -> dict:
     from .mturk.collect import collect_all
 
     return collect_all()
+
+
+@shared_task(name="crowd.verify_claims")
+def verify_claims() -> dict:
+    """Confirm pending provider claims (e.g. MTurk assignments opened from URL parameters) with the
+    provider's own records, then release those unconfirmed past their deadline plus
+    ``PROVIDER_CLAIM_GRACE_SECONDS`` (:func:`crowd.providers.verify_all`). Scheduled every
+    ``CLAIM_VERIFY_SECONDS`` (120). Returns {"confirmed": n, "released": n}."""
+    from .providers import verify_all
+
+    return verify_all()

@@ -3,7 +3,10 @@ parameters and response shapes as boto3's ``mturk`` client; botocore's Stubber t
 against the real service model) plus the worker side: accepting a HIT and the externalSubmit POST.
 
 Not a reference implementation of MTurk: it models what our code relies on (UniqueRequestToken
-idempotency, MaxAssignments, pagination with NextToken, status transitions, auto-approval).
+idempotency, MaxAssignments, pagination with NextToken, status transitions, auto-approval), and
+what identity verification relies on: ListAssignmentsForHIT and GetAssignment know only the
+assignments a worker really accepted here (:meth:`FakeMTurk.accept`), with the answer that worker
+posted to externalSubmit; ids typed into a URL exist nowhere in it.
 """
 from __future__ import annotations
 
@@ -82,6 +85,13 @@ class FakeMTurk:
         rows = [a for a in self.assignments.values() if a["HITId"] == HITId
                 and a["AssignmentStatus"] in (AssignmentStatuses or ["Submitted", "Approved", "Rejected"])]
         return self._page(rows, "Assignments", NextToken)
+
+    def get_assignment(self, AssignmentId):
+        """GetAssignment: only an assignment this fake really made (a worker accepted its HIT), with
+        the answer XML of exactly what was posted to externalSubmit (our ``ce_token`` included)."""
+        a = self._assignment(AssignmentId, "GetAssignment")
+        hit = self.hits[a["HITId"]]
+        return {"Assignment": dict(a), "HIT": {k: hit[k] for k in ("HITId", "HITTypeId", "HITStatus", "MaxAssignments")}}
 
     def _assignment(self, aid, op):
         a = self.assignments.get(aid)

@@ -300,7 +300,7 @@ def test_rating_campaign_through_mturk_frame(browser, live_server, fake, turk, d
     assert checked(browser, "relevance") == ["3"]  # what was chosen is kept
     local = Assignment.objects.get(campaign=campaign, provider_ref=aids[w])
     assert (local.state, local.answer, local.submitted_at) == (Assignment.ACCEPTED, None, None)
-    assert HumanJudgment.objects.filter(campaign=campaign).count() == 2  # worker 1's only
+    assert HumanJudgment.objects.filter(campaign=campaign).count() == 0  # nothing counts before MTurk confirms it
     assert len(turk.submissions) == 1 and not turk.refused
     assert fake.assignments[aids[w]]["AssignmentStatus"] == "Accepted"
     # ...corrected with the mouse on the error page, then submitted
@@ -322,11 +322,21 @@ def test_rating_campaign_through_mturk_frame(browser, live_server, fake, turk, d
     expected[aids[w]] = {"relevance": 5, "thoroughness": 3}
     assert not turk.refused
 
-    # What we stored ourselves before forwarding
+    # What we stored ourselves before forwarding: the answers, as claims (URL parameters) not yet counted
     for aid, answer in expected.items():
         a = Assignment.objects.get(campaign=campaign, provider_ref=aid)
-        assert (a.state, a.answer, a.counted, a.late) == (Assignment.SUBMITTED, answer, True, False)
+        assert (a.state, a.answer, a.counted, a.late, a.verified) == (Assignment.SUBMITTED, answer, False, False, False)
         assert fake.assignments[aid]["AssignmentStatus"] == "Submitted"
+        assert "ce_token" in parse_answers(fake.assignments[aid]["Answer"])  # our signed token went to MTurk
+    assert set(Assignment.objects.filter(campaign=campaign).values_list("slot", flat=True)) == {None}
+    assert not HumanJudgment.objects.filter(campaign=campaign).exists()
+
+    # Collect: MTurk holds the same three submissions, with our tokens: the claims are confirmed and count
+    report = collect(campaign, MTurkAPI.for_campaign(campaign))
+    assert report.ok, report.lines()
+    assert report.recorded == [] and report.unchanged == 3 and report.mturk_assignments == 3
+    assert sorted(report.confirmed) == sorted(expected) and report.unconfirmed == []
+    assert report.hits == campaign.items.count() and report.extra == [] and report.status_changes == []
     assert sorted(Assignment.objects.filter(campaign=campaign).values_list("slot", flat=True)) == [0, 1, 2]
     judgments = HumanJudgment.objects.filter(campaign=campaign)
     assert judgments.count() == 2 * len(expected)
@@ -335,13 +345,6 @@ def test_rating_campaign_through_mturk_frame(browser, live_server, fake, turk, d
         for aid, answer in expected.items() for c, v in answer.items()
     }
     assert {j.caption_id for j in judgments} == {hit.item.payload["caption"]}
-
-    # Collect: MTurk holds the same three submissions we already have
-    report = collect(campaign, MTurkAPI.for_campaign(campaign))
-    assert report.ok, report.lines()
-    assert report.recorded == [] and report.unchanged == 3 and report.mturk_assignments == 3
-    assert report.hits == campaign.items.count() and report.extra == [] and report.status_changes == []
-    assert HumanJudgment.objects.filter(campaign=campaign).count() == 6
     assert MTurkSync.objects.filter(campaign=campaign, ok=True).count() == 1
 
     # Review: approve all three on MTurk
@@ -379,7 +382,7 @@ def test_forced_choice_lost_external_submit_is_resent(browser, live_server, fake
     side = local.order["sides"][1]  # the caption shown as C
     assert (local.state, local.answer) == (Assignment.SUBMITTED, {"choice": side, "position": 2})
     assert fake.assignments[a1]["AssignmentStatus"] == "Accepted"  # MTurk does not have it
-    assert PairwiseJudgment.objects.filter(campaign=campaign).count() == 1
+    assert PairwiseJudgment.objects.filter(campaign=campaign).count() == 0  # a claim: counts once MTurk confirms it
 
     # Reopening the HIT re-sends the stored answer (no form to fill again)
     browser.switch_to.default_content()
@@ -388,7 +391,7 @@ def test_forced_choice_lost_external_submit_is_resent(browser, live_server, fake
     fields = submitted_to_mturk(browser, turk, a1, 0)
     assert "ce_answer" in fields and fields["item"] == str(hit.item_id)
     assert fake.assignments[a1]["AssignmentStatus"] == "Submitted"
-    assert PairwiseJudgment.objects.filter(campaign=campaign).count() == 1  # not recorded twice
+    assert "ce_token" in fields and PairwiseJudgment.objects.filter(campaign=campaign).count() == 0
 
     # Worker 2 picks B with the mouse
     open_hit(browser, turk, hit.hit_id, a2, w2)
@@ -401,6 +404,8 @@ def test_forced_choice_lost_external_submit_is_resent(browser, live_server, fake
     report = collect(campaign, MTurkAPI.for_campaign(campaign))
     assert report.ok, report.lines()
     assert report.recorded == [] and report.unchanged == 2 and report.mturk_assignments == 2
+    assert sorted(report.confirmed) == sorted([a1, a2])
+    assert PairwiseJudgment.objects.filter(campaign=campaign).count() == 2  # each counted once, re-send included
     assert sorted(PairwiseJudgment.objects.filter(campaign=campaign).values_list("choice", flat=True)) == sorted([side, side2])
     out = review.apply_review(campaign, MTurkAPI.for_campaign(campaign), review.plan_review(campaign))
     assert out.done == {"approved": 2} and not out.failed

@@ -215,7 +215,7 @@ def test_command_dry_run_live_gate_and_html_question(fake, campaign):
     assert a.order == row.order and a.state == "submitted"
 
 
-def test_reconciliation_extra_superseded_and_periodic_task(fake, campaign):
+def test_reconciliation_unconfirmed_no_eviction_and_periodic_task(fake, campaign):
     from crowd.tasks import collect_mturk
 
     pub.publish_batch(campaign, MTurkAPI.for_campaign(campaign))
@@ -229,18 +229,20 @@ def test_reconciliation_extra_superseded_and_periodic_task(fake, campaign):
         assert page.status_code == 200
         return aid, page.context["token"]
 
-    # worker 1 submits here, but the externalSubmit POST never reaches MTurk: "extra", never paid
+    # worker 1 submits here, but the externalSubmit POST never reaches MTurk: an unconfirmed claim,
+    # never counted, never reviewed, never paid
     aid1, token1 = open_task("AWORKEREXTRA")
     assert client.post(url + "submit/", {"token": token1, "relevance": "3", "thoroughness": "3"}).status_code == 200
-    # workers 2 and 3 hold the other two slots; MTurk then drops worker 2 (returned there) and gives
-    # the HIT to worker 5: worker 2's stale hold is superseded and its slot handed over
+    a1 = Assignment.objects.get(provider_ref=aid1)
+    assert (a1.state, a1.verified, a1.counted, a1.slot) == ("submitted", False, False, None)
+    # workers 2 and 3 open the task (claims: no slot held); MTurk then drops worker 2 (returned there)
+    # and gives the HIT to worker 5: a page visit never expires anyone (no "superseded" eviction)
     held = [open_task(w) for w in ("AWORKERTWO2", "AWORKERTHREE")]
-    assert Assignment.objects.filter(item=hit.item, slot__isnull=False).count() == 3
+    assert Assignment.objects.filter(item=hit.item, slot__isnull=False).count() == 0
     fake.assignments[held[0][0]]["AssignmentStatus"] = "Returned"
     aid5, token5 = open_task("AWORKERFIVE5")
-    stale = Assignment.objects.get(provider_ref=held[0][0])
-    assert stale.state == "expired" and stale.slot is None and "superseded" in stale.return_reason
-    assert Assignment.objects.get(provider_ref=aid5).slot is not None
+    assert set(Assignment.objects.filter(provider_ref__in=[held[0][0], held[1][0], aid5]).values_list("state", flat=True)) == {"accepted"}
+    assert not Assignment.objects.filter(campaign=campaign, state="expired").exists()
     # a blocked worker is told why on the HIT page and asked to return it
     from crowd.models import Worker, WorkerStatus
 
@@ -256,8 +258,9 @@ def test_reconciliation_extra_superseded_and_periodic_task(fake, campaign):
     summary = collect_mturk.apply().get()
     assert campaign.name in summary
     sync = MTurkSync.objects.filter(campaign=campaign).latest("started_at")
-    assert sync.report["extra"] == [[aid1, "submitted"]] and not sync.ok
-    plan = review.plan_review(campaign)
-    assert [d.assignment.provider_ref for d in plan] == [aid1]  # planned: we hold it; MTurk will refuse, reported
-    out = review.apply_review(campaign, MTurkAPI.for_campaign(campaign), plan)
-    assert out.failed and "status" in out.failed[0][1]
+    assert sync.report["extra"] == [] and sync.report["unconfirmed"] == [[aid1, "claim MTurk does not list"]]
+    assert sync.report["confirmed"] == [] and sync.ok
+    assert review.plan_review(campaign) == []  # an unconfirmed claim is never reviewed
+    out = review.apply_review(campaign, MTurkAPI.for_campaign(campaign), [review.Decision(a1, review.REJECT, "no")])
+    assert out.failed == [(aid1, "not confirmed by MTurk's records (a claim): never approved or rejected")]
+    assert fake.assignments[aid1]["AssignmentStatus"] == "Accepted"

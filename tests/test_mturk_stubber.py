@@ -15,7 +15,7 @@ Covered: publishing (exact CreateHITType/CreateHITWithHITType, retries on thrott
 HIT after a duplicate UniqueRequestToken through paginated ListHITs, per-HIT failures and resuming,
 dry run, the live confirmation and Masters ids), collection (paginated ListAssignmentsForHIT,
 QuestionFormAnswers, disposed HITs, invalid answers, MTurk statuses), review (approve/reject,
-auto-approval), bonuses (tokens, no double payment), NotifyWorkers chunks, UpdateExpirationForHIT
+auto-approval), claim verification (GetAssignment), bonuses (tokens, no double payment), NotifyWorkers chunks, UpdateExpirationForHIT
 and CreateWorkerBlock.
 """
 import re
@@ -684,3 +684,41 @@ def test_block_workers_blocked_by_quality_control_once(mturk, campaign):
     assert second.done == {"blocked earlier": 1} and not second.failed
     assert MTurkCall.objects.filter(operation="create_worker_block", ok=True).count() == 1
     finish(stubber)
+
+
+# --- verifying claims -----------------------------------------------------------------------------
+def test_verify_claims_get_assignment(mturk, campaign):
+    """The periodic verification asks GetAssignment about each pending claim (request and response
+    checked against the model): a claim MTurk records for that worker and HIT, whose answer carries
+    our token, is confirmed and counts; an AssignmentId MTurk does not know stays a claim."""
+    from crowd.mturk import tokens
+    from crowd.mturk.collect import verify_claims
+
+    client, stubber = mturk
+    hits = published(campaign, 1)
+    engine.set_state(campaign, Campaign.LIVE)
+    item, worker = hits[0].item, mturk_worker("AW0000000001")
+    real = engine.accept_item(campaign, worker, item, provider_ref=assignment_id(1), verified=False)
+    engine.submit(real.pk, worker, {"relevance": "4", "thoroughness": "3"})
+    forged = engine.accept_item(campaign, mturk_worker("AW0000000002"), item, provider_ref="FORGED1", verified=False)
+    real.refresh_from_db()
+    assert (real.verified, real.counted, real.slot) == (False, False, None)
+    answer = answers_xml({"relevance": "4", "thoroughness": "3", "item": str(item.pk), "order": "{}",
+                          tokens.FIELD: tokens.issue(real)})
+    respond(stubber, "get_assignment", {
+        "Assignment": {"AssignmentId": assignment_id(1), "WorkerId": "AW0000000001", "HITId": hit_id(1),
+                       "AssignmentStatus": "Submitted", "AcceptTime": NOW, "SubmitTime": NOW, "Answer": answer},
+        "HIT": {"HITId": hit_id(1), "HITTypeId": HIT_TYPE, "HITStatus": "Assignable", "MaxAssignments": 3}},
+        {"AssignmentId": assignment_id(1)})
+    fail(stubber, "get_assignment", "Assignment FORGED1 does not exist. (1777896000000)", {"AssignmentId": "FORGED1"})
+
+    report = verify_claims(campaign, MTurkAPI.for_campaign(campaign, client=client))
+
+    finish(stubber)
+    assert report.confirmed == [assignment_id(1)] and report.unchanged == 1
+    assert report.unconfirmed == [["FORGED1", "RequestError: Assignment FORGED1 does not exist. (1777896000000)"]]
+    real.refresh_from_db()
+    forged.refresh_from_db()
+    assert (real.verified, real.counted, real.slot) == (True, True, 0)
+    assert (forged.verified, forged.slot, forged.state) == (False, None, Assignment.ACCEPTED)
+    assert HumanJudgment.objects.filter(campaign=campaign, rater="mturk:AW0000000001").count() == 2

@@ -5,7 +5,9 @@
 * :mod:`.questions` -- ExternalQuestion / HTMLQuestion XML, QualificationRequirements, the cost
   estimate, the QuestionFormAnswers parser (no Django).
 * :mod:`.publish` -- settings, live confirmation, batches: a HIT type and one HIT per item.
-* :mod:`.collect` -- the periodic collector and the reconciliation of MTurk's records with ours.
+* :mod:`.collect` -- the periodic collector and the reconciliation of MTurk's records with ours;
+  it confirms the identities our task page only received as claims (URL parameters).
+* :mod:`.tokens` -- the signed token forwarded with every answer, checked in MTurk's copy.
 * :mod:`.review` -- approve/reject by rules, the bonus ledger, blocks, notifications, expiry.
 * :mod:`.website` -- the requester-website route: layout + input CSV out, results CSV in.
 

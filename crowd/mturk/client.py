@@ -2,7 +2,7 @@
 
 Environments (``MTurkConfig.environment``): ``sandbox`` (default; no money changes hands; workers
 use workersandbox.mturk.com) and ``live``. The requester endpoints, worker sites and the Masters
-qualification ids differ between them (../shared/notes/crowd.md; AWS MTurk API reference,
+qualification ids differ between them (AWS MTurk API reference,
 "QualificationRequirement"). Credentials come only from boto3's standard chain (environment
 variables, ``~/.aws/credentials``, an instance role...), never from the database.
 

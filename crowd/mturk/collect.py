@@ -1,7 +1,8 @@
 """Collecting MTurk's results and reconciling them with our records.
 
 MTurk is one record of what happened, our ``Assignment`` rows are the other; neither is trusted to
-be complete (lost submissions are the bug class every crowd tool hit, ../shared/notes/crowd.md).
+be complete (lost submissions are a known failure of crowd tools, e.g. NYUCCL/psiTurk issues #390
+and #436).
 :func:`collect` lists every assignment of every HIT (all pages), and for each one:
 
 * we have it submitted with the same answer: nothing to do (its MTurk status is copied);
@@ -11,6 +12,16 @@ be complete (lost submissions are the bug class every crowd tool hit, ../shared/
   created from MTurk's record and submitted (``recorded``);
 * the answers differ (``mismatched``) or cannot be accepted (``invalid``): reported, never guessed;
 * our submitted assignments MTurk does not list (``extra``): reported, never paid.
+
+Claims. An assignment our ExternalQuestion page opened holds only a *claim* of identity (the
+``workerId`` / ``assignmentId`` in the URL, which anyone can type); it counts nowhere until it is
+confirmed here (:func:`crowd.engine.confirm_claim`): MTurk lists that AssignmentId for that WorkerId
+on a HIT of that item, and, when we stored an answer for it, the answer MTurk stored carries the
+signed token our page issued for this very assignment (:mod:`.tokens`). A claim MTurk lists without
+our token is reported (``unconfirmed``) and stays provisional; claims MTurk does not list are
+reported as ``unconfirmed`` too (a forged id, or an externalSubmit that has not reached MTurk yet;
+until they are released) and never make the report fail. :func:`verify_claims` asks MTurk about pending claims one by one
+(GetAssignment), for the periodic task.
 
 :func:`ingest` is shared with the requester-website results import (:mod:`crowd.mturk.website`).
 """
@@ -25,12 +36,13 @@ from crowd import engine
 from crowd.kinds import AnswerError, get_kind
 from crowd.models import Assignment, Campaign, Item, MTurkBatch, MTurkHIT, MTurkSync, Worker
 
+from . import tokens
 from .client import MTurkAPI, MTurkError
 from .questions import parse_answers
 
 STATUS_TO_STATE = {"Approved": Assignment.APPROVED, "Rejected": Assignment.REJECTED}
 LISTED = ["Submitted", "Approved", "Rejected"]
-FORM_FIELDS = {"assignmentId", "hitId", "workerId", "turkSubmitTo", "csrfmiddlewaretoken", "token"}
+FORM_FIELDS = {"assignmentId", "hitId", "workerId", "turkSubmitTo", "csrfmiddlewaretoken", "token", tokens.FIELD}
 
 
 @dataclass
@@ -46,6 +58,8 @@ class Reconciliation:
     invalid: list = field(default_factory=list)         # [AssignmentId, why]
     extra: list = field(default_factory=list)           # [AssignmentId, local state] MTurk does not list
     errors: list = field(default_factory=list)          # [HITId, error]
+    confirmed: list = field(default_factory=list)       # AssignmentIds whose claims MTurk confirmed now
+    unconfirmed: list = field(default_factory=list)     # [AssignmentId, why]: claims still provisional
 
     @property
     def ok(self) -> bool:
@@ -60,8 +74,9 @@ class Reconciliation:
             f"recorded now {len(self.recorded)}, unchanged {self.unchanged}, status changes {len(self.status_changes)}",
             f"mismatched {len(self.mismatched)}, invalid {len(self.invalid)}, extra (ours only) {len(self.extra)}, "
             f"errors {len(self.errors)}",
+            f"claims confirmed now {len(self.confirmed)}, unconfirmed {len(self.unconfirmed)}",
         ]
-        for name in ("status_changes", "mismatched", "invalid", "extra", "errors"):
+        for name in ("status_changes", "mismatched", "invalid", "extra", "errors", "unconfirmed"):
             out += [f"  {name.replace('_', ' ')}: {' '.join(map(str, row))}" for row in getattr(self, name)[:50]]
         return out
 
@@ -99,10 +114,22 @@ def ingest(
     try:
         with transaction.atomic():
             worker = worker_for(worker_id)
-            local = Assignment.objects.filter(campaign=campaign, provider_ref=assignment_id).first()
+            local = Assignment.objects.filter(campaign=campaign, provider_ref=assignment_id, verified=True).first()
+            if local is None:  # the claim made for the worker and item MTurk names (forged ones stay claims)
+                local = Assignment.objects.filter(campaign=campaign, provider_ref=assignment_id, worker=worker,
+                                                  item=item, verified=False).first()
             if local is not None and (local.worker_id != worker.pk or local.item_id != item.pk):
                 report.invalid.append([assignment_id, "our record of this AssignmentId has another worker or item"])
                 return
+            if local is not None and not local.verified:
+                if local.answer is not None and not tokens.matches(
+                        answers.get(tokens.FIELD, ""), local, assignment_id=assignment_id, worker_id=worker_id):
+                    report.unconfirmed.append(
+                        [assignment_id, "MTurk's answer does not carry the token our page issued for this assignment"])
+                    return
+                engine.confirm_claim(local.pk)
+                report.confirmed.append(assignment_id)
+                local.refresh_from_db()
             if local is None:
                 local = engine.accept_item(
                     campaign, worker, item, provider_ref=assignment_id, order=order_from(answers, order),
@@ -167,9 +194,51 @@ def collect(campaign: Campaign, api: MTurkAPI, *, save: bool = True) -> Reconcil
     if not api.dry_run:
         ours = (Assignment.objects.filter(campaign=campaign, item_id__in=checked, state__in=Assignment.DONE_STATES)
                 .exclude(provider_ref="").exclude(provider_ref__in=seen))
-        report.extra = [[a.provider_ref, a.state] for a in ours]
+        report.extra = [[a.provider_ref, a.state] for a in ours.filter(verified=True)]
+        reported = {row[0] for row in report.unconfirmed}
+        claims = (Assignment.objects.filter(campaign=campaign, item_id__in=checked, state__in=Assignment.DONE_STATES,
+                                            verified=False, claim_released_at__isnull=True)
+                  .exclude(provider_ref="").exclude(provider_ref__in=reported))
+        report.unconfirmed += [
+            [a.provider_ref, "claim MTurk does not list" if a.provider_ref not in seen
+             else "MTurk lists this AssignmentId for another worker or HIT"] for a in claims.order_by("pk")]
     if save and not api.dry_run:
         MTurkSync.objects.create(campaign=campaign, source="api", ok=report.ok, report=report.as_dict())
+    return report
+
+
+def verify_claims(campaign: Campaign, api: MTurkAPI, claims=None) -> Reconciliation:
+    """Ask MTurk about ``claims`` (default: the campaign's pending claims, :func:`crowd.engine.pending_claims`)
+    one AssignmentId at a time (GetAssignment) and confirm each one MTurk records for the claimed
+    worker on a HIT of the claimed item with a Submitted, Approved or Rejected status (through
+    :func:`ingest`, so the token rule and the answer reconciliation are the collector's). An
+    AssignmentId MTurk does not know is a forged claim and stays provisional. Returns the report."""
+    report = Reconciliation()
+    claims = engine.pending_claims(campaign) if claims is None else claims
+    refs = sorted({ref for ref in claims.exclude(provider_ref="").values_list("provider_ref", flat=True)})
+    hits = {h.hit_id: h for h in MTurkHIT.objects.filter(batch__campaign=campaign).exclude(hit_id="").select_related("item")}
+    for ref in refs:
+        try:
+            response = api.call("get_assignment", AssignmentId=ref)
+        except MTurkError as exc:
+            report.unconfirmed.append([ref, f"{exc.code}: {exc.message}"])
+            continue
+        if response is None:  # dry run
+            continue
+        a, hit = response.get("Assignment", {}), hits.get(response.get("HIT", {}).get("HITId", ""))
+        if hit is None or a.get("AssignmentStatus") not in LISTED:
+            report.unconfirmed.append([ref, f"MTurk's assignment is {a.get('AssignmentStatus')} on another or no HIT of ours"
+                                       if hit is None else f"MTurk's assignment is {a.get('AssignmentStatus')}"])
+            continue
+        report.mturk_assignments += 1
+        try:
+            answers = parse_answers(a.get("Answer", ""))
+        except ValueError as exc:
+            report.invalid.append([ref, str(exc)])
+            continue
+        ingest(campaign, hit.item, report, assignment_id=ref, worker_id=a.get("WorkerId", ""),
+               status=a["AssignmentStatus"], answers=answers, order=hit.order or None,
+               accepted_at=a.get("AcceptTime"), submitted_at=a.get("SubmitTime"))
     return report
 
 
@@ -181,7 +250,7 @@ def collect_all() -> dict:
             continue
         try:
             report = collect(campaign, MTurkAPI.for_campaign(campaign))
-            out[campaign.name] = " | ".join(report.lines()[:3])
+            out[campaign.name] = " | ".join(report.lines()[:4])
         except MTurkError as exc:  # e.g. no credentials on this machine
             MTurkSync.objects.create(campaign=campaign, source="api", ok=False, report={"errors": [["", str(exc)]]})
             out[campaign.name] = f"failed: {exc}"

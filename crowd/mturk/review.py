@@ -2,7 +2,7 @@
 blocks, messages to workers, expiring and extending HITs.
 
 Only assignments we hold locally (an ``Assignment`` with the MTurk AssignmentId in
-``provider_ref``) are ever approved, rejected or paid (psiTurk PR #283: paying ids one does not
+``provider_ref``) and MTurk has confirmed (``verified``) are ever approved, rejected or paid (psiTurk PR #283: paying ids one does not
 hold pays twice). An assignment MTurk has already auto-approved (AutoApprovalDelay passed) is
 recorded as approved, not reported as a failure.
 """
@@ -45,11 +45,12 @@ def plan_review(
 ) -> list[Decision]:
     """Decisions for the campaign's submitted MTurk assignments not yet reviewed on MTurk.
 
+    Only assignments MTurk has confirmed (``verified``; unconfirmed claims are never reviewed).
     Rules, first match wins: the worker is blocked by quality control -> reject (feedback: the
     reason, e.g. gold accuracy); the worker answered at least ``campaign.gold_min_answers`` gold
     items with accuracy below ``min_gold_accuracy`` -> reject; otherwise approve (if ``approve_rest``).
     """
-    qs = (Assignment.objects.filter(campaign=campaign, state=Assignment.SUBMITTED).exclude(provider_ref="")
+    qs = (Assignment.objects.filter(campaign=campaign, state=Assignment.SUBMITTED, verified=True).exclude(provider_ref="")
           .exclude(provider_status__in=["Approved", "Rejected"]).select_related("worker").order_by("pk"))
     status = {s.worker_id: s for s in WorkerStatus.objects.filter(campaign=campaign)}
     gold = {}
@@ -114,6 +115,9 @@ def apply_review(campaign: Campaign, api: MTurkAPI, decisions: list[Decision]) -
         if a.campaign_id != campaign.pk or not a.provider_ref:
             report.failed.append((a.pk, "not an MTurk assignment of this campaign"))
             continue
+        if not a.verified:
+            report.failed.append((a.provider_ref, "not confirmed by MTurk's records (a claim): never approved or rejected"))
+            continue
         op = "approve_assignment" if d.action == APPROVE else "reject_assignment"
         try:
             api.call(op, AssignmentId=a.provider_ref, RequesterFeedback=d.feedback[:1024])
@@ -146,7 +150,7 @@ def grant_bonus(assignment: Assignment, amount, reason: str, label: str = "bonus
         raise ReviewError("a bonus must be positive")
     if not reason.strip():
         raise ReviewError("MTurk shows the reason to the worker; it cannot be empty")
-    if assignment.campaign.provider != Campaign.MTURK or not assignment.provider_ref:
+    if assignment.campaign.provider != Campaign.MTURK or not assignment.provider_ref or not assignment.verified:
         raise ReviewError(f"assignment {assignment.pk} is not an MTurk assignment we hold")
     if assignment.state not in (Assignment.SUBMITTED, Assignment.APPROVED):
         raise ReviewError(f"assignment {assignment.provider_ref} is {assignment.state}; only submitted or approved work gets a bonus")
@@ -170,7 +174,8 @@ def grant_bonuses(campaign: Campaign, amount, reason: str, label: str, *, min_go
     :func:`send_bonuses`). Assignments that already have this bonus are skipped and counted."""
     report = ActionReport()
     acc = {}
-    for a in Assignment.objects.filter(campaign=campaign, state=Assignment.APPROVED).exclude(provider_ref="").select_related("worker", "campaign"):
+    for a in (Assignment.objects.filter(campaign=campaign, state=Assignment.APPROVED, verified=True).exclude(provider_ref="")
+              .select_related("worker", "campaign")):
         if a.worker_id not in acc:
             acc[a.worker_id] = gold_accuracy(campaign, a.worker)
         n, correct = acc[a.worker_id]
@@ -218,13 +223,19 @@ def send_bonuses(campaign: Campaign, api: MTurkAPI) -> ActionReport:
 
 # --- workers --------------------------------------------------------------------------------------
 def block_workers(campaign: Campaign, api: MTurkAPI, reason: str = "") -> ActionReport:
-    """CreateWorkerBlock for the campaign's MTurk workers blocked by quality control, once each."""
+    """CreateWorkerBlock for the campaign's MTurk workers blocked by quality control, once each.
+    Quality control blocks only on verified gold answers (:func:`crowd.quality.gold_accuracy`), so a
+    forged claim can never put an innocent worker here; a worker with no verified assignment in the
+    campaign is skipped (``not confirmed``) whatever their status says."""
     report = ActionReport(dry_run=api.dry_run)
     done = set(MTurkCall.objects.filter(campaign=campaign, operation="create_worker_block", ok=True, dry_run=False)
                .values_list("params__WorkerId", flat=True))
     for st in WorkerStatus.objects.filter(campaign=campaign, state=WorkerStatus.BLOCKED,
                                           worker__provider=Campaign.MTURK).select_related("worker"):
         wid = st.worker.external_id
+        if not Assignment.objects.filter(campaign=campaign, worker=st.worker, verified=True).exists():
+            report.add("not confirmed")
+            continue
         if wid in done:
             report.add("blocked earlier")
             continue

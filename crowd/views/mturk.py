@@ -8,7 +8,11 @@ through the engine, so nothing is lost if MTurk is slow), then a forward page po
 
 A third-party frame gets no cookies, so these pages use neither the session nor the CSRF cookie: a
 signed token (Django signing, bound to the assignment, the worker and turkSubmitTo) identifies the
-assignment on submit. The pages may be framed by MTurk only (``Content-Security-Policy:
+assignment on submit. The URL parameters are only a *claim* of identity (anyone can type them,
+:class:`crowd.providers.mturk.MTurkProvider`): the assignment opened for them holds no slot and
+counts nowhere until the collector finds it in MTurk's records with the answer carrying a second
+signed token, ``ce_token``, that this page forwards to MTurk (:mod:`crowd.mturk.tokens`). A visit
+never expires anyone else's assignment. The pages may be framed by MTurk only (``Content-Security-Policy:
 frame-ancestors`` from ``settings.MTURK_FRAME_ANCESTORS``); ``turkSubmitTo`` must be one of
 ``settings.MTURK_SUBMIT_ORIGINS``.
 """
@@ -16,7 +20,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import secrets
 
 from django.conf import settings
@@ -31,14 +34,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from crowd import engine
 from crowd.kinds import AnswerError, get_kind
-from crowd.models import Assignment, Campaign, Item, MTurkHIT
-from crowd.mturk.collect import worker_for
-from crowd.mturk.questions import PREVIEW_ASSIGNMENT
+from crowd.models import Assignment, Campaign, Item
+from crowd.mturk import tokens
+from crowd.providers import ClaimRefused, get_provider
 from crowd.ratelimit import rater_limited
 
 SALT = "crowd.mturk.task"
-WORKER_ID = re.compile(r"^[0-9A-Za-z]{5,64}$")
-KEEP_OUT = {"token", "csrfmiddlewaretoken", "assignmentId"}
+KEEP_OUT = {"token", "csrfmiddlewaretoken", "assignmentId", tokens.FIELD}
+MTURK = get_provider(Campaign.MTURK)
 
 
 def framed(response):
@@ -90,23 +93,18 @@ def _forward(request, assignment, submit_to, fields, late=False):
 def task(request, name, item_pk):
     """Preview, or open the worker's assignment of the item (created on first visit)."""
     campaign, item = _campaign_item(name, item_pk)
-    aid = request.GET.get("assignmentId", "")
-    if not aid or aid == PREVIEW_ASSIGNMENT:
+    try:
+        claim = MTURK.claim_from_request(request, campaign, item)
+    except ClaimRefused as exc:
+        return _unavailable(request, campaign, str(exc), exc.code, exc.status)
+    if claim is None:  # a preview
         if campaign.state != Campaign.LIVE:
             return _unavailable(request, campaign, engine.REASONS.get(campaign.state, "Not available."), campaign.state,
                                 return_hint=False)
         return _render_form(request, campaign, item)
-    hit_id, worker_id = request.GET.get("hitId", ""), request.GET.get("workerId", "")
-    submit_to = request.GET.get("turkSubmitTo", "")
-    if not MTurkHIT.objects.filter(batch__campaign=campaign, item=item, hit_id=hit_id).exclude(hit_id="").exists():
-        return _unavailable(request, campaign, "This page does not belong to the HIT you accepted.", "foreign-hit", 400)
-    if submit_to.rstrip("/") not in settings.MTURK_SUBMIT_ORIGINS:
-        return _unavailable(request, campaign, "This page must be opened from Mechanical Turk.", "bad-origin", 400)
-    if not WORKER_ID.match(worker_id) or len(aid) > 100:
-        return _unavailable(request, campaign, "The worker or assignment id is missing or malformed.", "bad-params", 400)
-    worker = worker_for(worker_id)
-    try:
-        assignment = engine.accept_item(campaign, worker, item, provider_ref=aid)
+    worker, submit_to = claim.worker, claim.get("turkSubmitTo")
+    try:  # a claim: recorded, never counted until MTurk confirms it; it evicts nobody
+        assignment = engine.accept_item(campaign, worker, item, provider_ref=claim.provider_ref, verified=False)
     except engine.NoTask as exc:
         return _unavailable(request, campaign, str(exc), exc.code)
     except engine.EngineError as exc:
@@ -123,7 +121,7 @@ def task(request, name, item_pk):
 def _answer_fields(assignment) -> list[tuple[str, str]]:
     """What is sent to MTurk with the submission: the answer (item order) and the screen order."""
     return [("ce_answer", json.dumps(assignment.answer, sort_keys=True)), ("order", json.dumps(assignment.order, sort_keys=True)),
-            ("item", str(assignment.item_id))]
+            ("item", str(assignment.item_id)), (tokens.FIELD, tokens.issue(assignment))]
 
 
 @csrf_exempt  # a third-party frame has no CSRF cookie; the signed token authorises the request
@@ -151,5 +149,5 @@ def submit(request, name, item_pk):
     except engine.EngineError as exc:
         return _unavailable(request, campaign, str(exc), exc.code, exc.status, return_hint=False)
     fields = [(k, v) for k, v in request.POST.items() if k not in KEEP_OUT] + [
-        ("order", json.dumps(result.assignment.order, sort_keys=True))]
+        ("order", json.dumps(result.assignment.order, sort_keys=True)), (tokens.FIELD, tokens.issue(result.assignment))]
     return _forward(request, result.assignment, claims["t"], fields, result.late)

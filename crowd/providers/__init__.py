@@ -1,0 +1,44 @@
+"""Where workers come from: a campaign's *provider*.
+
+A provider says who is behind a request (a :class:`~.base.Claim`, verified or not), confirms
+unverified claims against its own records, and publishes or withdraws a campaign's work. The
+interface is :class:`~.base.Provider` (its docstring is the contract); one module per provider:
+:mod:`.local` (invitation links and Django accounts, verified by the session) and :mod:`.mturk`
+(Amazon Mechanical Turk, URL-parameter claims confirmed by MTurk's records). Others (e.g.
+Prolific) plug in by subclassing :class:`Provider` and registering in :data:`PROVIDERS`.
+Workers are stored per provider (``Worker.provider`` + ``external_id``, e.g. an MTurk WorkerId),
+and an assignment keeps the provider's own id for it in ``Assignment.provider_ref``.
+"""
+from __future__ import annotations
+
+from crowd import engine
+from crowd.models import Campaign
+
+from .base import SESSION_KEY, Claim, ClaimRefused, Provider
+from .local import LocalProvider
+from .mturk import MTurkProvider
+
+PROVIDERS: dict[str, Provider] = {p.name: p for p in (LocalProvider(), MTurkProvider())}
+
+__all__ = ["SESSION_KEY", "Claim", "ClaimRefused", "Provider", "LocalProvider", "MTurkProvider", "PROVIDERS",
+           "get_provider", "verify_all"]
+
+
+def get_provider(name: str) -> Provider:
+    """The registered provider ``name``; ValueError naming the known ones otherwise."""
+    try:
+        return PROVIDERS[name]
+    except KeyError:
+        raise ValueError(f"unknown provider {name!r}; known: {', '.join(PROVIDERS)}") from None
+
+
+def verify_all() -> dict:
+    """Confirm pending claims with their providers, then release the overdue ones (the periodic
+    task ``crowd.verify_claims``). Returns {"confirmed": n, "released": n}."""
+    confirmed = 0
+    ids = engine.pending_claims().values_list("campaign_id", flat=True).distinct()
+    for campaign in Campaign.objects.filter(pk__in=list(ids)):
+        provider = PROVIDERS.get(campaign.provider)
+        if provider is not None:
+            confirmed += len(provider.verify(campaign, engine.pending_claims(campaign)))
+    return {"confirmed": confirmed, "released": engine.release_unconfirmed()}
