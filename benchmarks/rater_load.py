@@ -90,7 +90,7 @@ def prepare(args) -> dict:
         Dataset.objects.get(name="load-flickr8k"), "rating", name=name, k=args.k, gold_every=0,
         state=Campaign.LIVE,
     )
-    workers = engine.invite_workers(args.raters, label="load-")
+    workers = engine.invite_workers(args.raters, label="load-", campaign=campaign)
     sessions = []
     for w in workers:
         s = SessionStore()

@@ -11,6 +11,15 @@ Guarantees (tested under concurrency on PostgreSQL, ``tests/test_campaign_concur
 * submitting is idempotent: a repeated request (double click, retry) finds the assignment already
   submitted and records nothing new;
 * bad input changes nothing: every state change runs in one transaction after validation;
+* identities from URL parameters (an MTurk ``workerId`` / ``assignmentId``) are *claims*
+  (``Assignment.verified=False``): stored, never lost, but holding no slot, never counted, never
+  graded as gold and never the reason for a block until the provider's own records confirm them
+  (:func:`confirm_claim`, run by the collector); unconfirmed ones are released after their deadline
+  plus a grace period (:func:`release_unconfirmed`). A claim never evicts anyone;
+* in a local campaign with gold, a worker's judgments count only once they have passed the
+  minimum gold checks; until then they are stored with ``awaiting_gold``, hold no slot, and are
+  counted afterwards, each once, where their item still has a free slot (:func:`count_awaiting_gold`);
+  a returned or expired gold check stays due (the rule: :func:`gold_checks_required`);
 * claims stay fast however full the campaign is: ``Item.full`` is set, under the item's row
   lock, by the claim that takes an item's last slot and cleared by every release (return, expiry,
   blocked worker), so the search for an open item skips full ones through a partial index. The flag
@@ -34,15 +43,16 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .kinds import AnswerError, CampaignSpecError, get_kind
+from .kinds.base import check_url_template
 from .models import (
     Assignment,
     Campaign,
-    HumanJudgment,
+    CampaignRater,
     Item,
-    PairwiseJudgment,
     Worker,
     WorkerStatus,
 )
+from .quality import gold_accuracy
 
 ACTIVE = Assignment.ACCEPTED
 
@@ -67,7 +77,7 @@ class Conflict(EngineError):
 
 class NoTask(EngineError):
     """No task for this worker now; ``code`` says why: ``done``, ``cap``, ``paused``, ``draft``,
-    ``finished``, ``expired``, ``blocked``."""
+    ``finished``, ``expired``, ``blocked``, ``gold`` (a gold check is due and none is left to serve)."""
 
     status = 200
 
@@ -81,6 +91,8 @@ REASONS = {
     "finished": "This campaign has finished. Thank you!",
     "expired": "This campaign's time is over.",
     "blocked": "You can no longer take tasks in this campaign (quality checks).",
+    "gold": "You can no longer take tasks in this campaign: a quality check is due, and you have returned "
+            "or not finished every quality check it has.",
 }
 
 
@@ -96,7 +108,9 @@ def create_campaign(
     ``options`` are kind options (e.g. ``images``, ``systems``, ``captions_per_set``, ``gold``,
     ``atoms``, ``image_url``); ``seed`` fixes the sample of images, gold items and serving order.
     ``provider`` is ``local`` (invited raters) or ``mturk`` (Mechanical Turk, see crowd.mturk).
-    Raises CampaignSpecError (nothing written) for a bad name, kind, option or an empty result.
+    Raises CampaignSpecError (nothing written) for a bad name, kind, option (e.g. an ``image_url``
+    template that is not http(s), :func:`crowd.kinds.base.check_url_template`, or an image key
+    that cannot go into it) or an empty result.
     """
     spec = get_kind(kind)
     options = dict(options or {})
@@ -117,6 +131,8 @@ def create_campaign(
         raise CampaignSpecError(f"unknown provider {provider!r}; use one of {', '.join(dict(Campaign.PROVIDERS))}")
     if Campaign.objects.filter(name=name).exists():
         raise CampaignSpecError(f"a campaign named {name!r} exists already")
+    if options.get("image_url"):  # http(s) only, whatever the kind does with it
+        check_url_template(str(options["image_url"]))
     rng = random.Random(seed)
     items = spec.build_items(dataset, options, rng)
     positions = list(range(len(items)))
@@ -164,20 +180,62 @@ def set_state(campaign: Campaign, state: str) -> Campaign:
 
 # --- workers --------------------------------------------------------------------------------------
 def worker_for_user(user) -> Worker:
-    """The local worker of a Django user (created on first use)."""
+    """The local worker of a logged-in Django user (created on first use).
+
+    Being logged in makes nobody a rater: this worker rates only the campaigns it was made a rater
+    of (:func:`add_raters`; the migration that introduced memberships kept every campaign a worker
+    already had assignments in). That holds for owners, staff and superusers too: an owner cannot
+    rate their own campaign or a rival's unless invited (opening an invitation link puts the
+    invited worker, bound to its campaign, in the browser session; see :func:`invite_workers`)."""
     worker, _ = Worker.objects.get_or_create(
         provider=Campaign.LOCAL, external_id=f"user-{user.pk}", defaults={"user": user, "label": user.get_username()}
     )
     return worker
 
 
-def invite_workers(n: int, label: str = "") -> list[Worker]:
-    """Create ``n`` local workers identified by invitation links (``/rate/join/<token>/``)."""
-    return [
-        Worker.objects.create(provider=Campaign.LOCAL, external_id=f"invite-{secrets.token_hex(6)}",
-                              label=f"{label}{i + 1}" if label else "")
-        for i in range(n)
-    ]
+def invite_workers(n: int, label: str = "", campaign: Campaign | None = None) -> list[Worker]:
+    """Create ``n`` local workers identified by invitation links (``/rate/join/<token>/``).
+
+    With ``campaign`` (a local campaign) each new worker is made a rater of that campaign only
+    (:func:`add_raters`, in the same transaction): the link lets its holder see and do that
+    campaign's tasks and no other. Without it the workers rate nothing until :func:`add_raters`
+    is called for them. ``label`` + a running number (1..n) names them for owners. Raises
+    EngineError (nothing created) for a campaign of another provider."""
+    with transaction.atomic():
+        workers = [
+            Worker.objects.create(provider=Campaign.LOCAL, external_id=f"invite-{secrets.token_hex(6)}",
+                                  label=f"{label}{i + 1}" if label else "")
+            for i in range(n)
+        ]
+        if campaign is not None:
+            add_raters(campaign, workers)
+    return workers
+
+
+def add_raters(campaign: Campaign, workers) -> int:
+    """Make the local ``workers`` raters of ``campaign`` (a :class:`crowd.models.CampaignRater`
+    each; idempotent). Returns how many memberships are new. Raises EngineError for a campaign
+    whose workers come from another provider (e.g. MTurk) or a worker that is not local."""
+    if campaign.provider != Campaign.LOCAL:
+        raise EngineError(f"campaign {campaign.name!r} takes its workers from {campaign.provider}, not invitations")
+    workers = list(workers)
+    if any(w.provider != Campaign.LOCAL for w in workers):
+        raise EngineError("only local workers (invitation links, accounts) can be invited to a campaign")
+    before = CampaignRater.objects.filter(campaign=campaign).count()
+    CampaignRater.objects.bulk_create([CampaignRater(campaign=campaign, worker=w) for w in workers],
+                                      ignore_conflicts=True)
+    return CampaignRater.objects.filter(campaign=campaign).count() - before
+
+
+def is_rater(campaign: Campaign, worker: Worker) -> bool:
+    """Whether ``worker`` is a rater of the local ``campaign`` (see :func:`add_raters`)."""
+    return CampaignRater.objects.filter(campaign=campaign, worker=worker).exists()
+
+
+def rater_campaigns(worker: Worker):
+    """The local campaigns ``worker`` is a rater of (a queryset; the rater pages list and serve
+    only these)."""
+    return Campaign.objects.filter(provider=Campaign.LOCAL, raters__worker=worker)
 
 
 def worker_state(campaign: Campaign, worker: Worker) -> str:
@@ -196,11 +254,13 @@ def unavailable_reason(campaign: Campaign, worker: Worker) -> str | None:
         return "blocked"
     if campaign.per_worker_cap is not None:
         done = Assignment.objects.filter(
-            campaign=campaign, worker=worker, item__is_gold=False,
+            campaign=campaign, worker=worker, item__is_gold=False, verified=True,
             state__in=(ACTIVE, *Assignment.DONE_STATES),
         ).count()
         if done >= campaign.per_worker_cap:
             return "cap"
+    if gold_withheld(campaign, worker):
+        return "gold"
     return None
 
 
@@ -226,12 +286,69 @@ def _open_items(campaign: Campaign, worker: Worker):
     )
 
 
-def _gold_due(campaign: Campaign, worker: Worker) -> Item | None:
+# --- gold checks ------------------------------------------------------------------------------------
+def gold_checks_required(campaign: Campaign) -> int:
+    """The number of graded gold answers a worker of ``campaign`` needs before their judgments
+    count: ``min(campaign.gold_min_answers, gold items)`` for a local campaign serving gold, else 0.
+
+    The rule (local campaigns, whose tasks we serve; ``crowd.quality`` applies the thresholds):
+
+    * Gold is *due* for a worker when ``graded <= normal // (gold_every - 1)`` (``gold_every >= 2``;
+      always for ``gold_every == 1``; never for 0), where ``graded`` is the number of the worker's
+      gold answers that were graded and ``normal`` the number of their non-gold tasks not returned
+      (accepted, submitted, approved, rejected or expired). So the 1st task is gold and then one task
+      in ``gold_every``, as before; but a returned or expired gold task is not a graded answer, so gold
+      stays due: returning gold never earns a normal task.
+    * A due gold check serves the first gold item (by serving position) the worker has never been
+      given: a returned or expired gold task is replaced by an unseen one. When every gold item has
+      been given and some were returned or expired unanswered, the worker gets no more tasks in the
+      campaign (reason ``gold``, :func:`gold_withheld`): the rows of returned tasks are never
+      reopened (they are the record), and skipping the check is not a way on. Only when every gold
+      item has been answered do normal items follow without gold.
+    * Judgments count only after the minimum gold checks: ``required = min(gold_min_answers, number of
+      gold items)``; while the worker has fewer than ``required`` graded gold answers (or is blocked), a
+      submitted non-gold answer is stored with ``awaiting_gold=True``, holds no slot and is not counted.
+      Once the worker has ``required`` graded answers and is not blocked, :func:`count_awaiting_gold`
+      counts each awaiting answer that still finds a free slot on its item (in submission order; one
+      that finds none stays stored and uncounted, like a late answer). A worker blocked by the gold
+      thresholds never has awaiting answers counted. When no normal item is left for a worker who
+      has not passed yet, the gold checks they still need are served at once (so that their waiting
+      answers can count). Campaigns that serve no gold (``gold_every == 0`` or no gold item) and
+      campaigns of other providers (MTurk workers choose their HITs) have no gate.
+    """
+    if campaign.provider != Campaign.LOCAL or not campaign.gold_every or not campaign.gold_min_answers:
+        return 0
+    return min(campaign.gold_min_answers, Item.objects.filter(campaign=campaign, is_gold=True).count())
+
+
+def _graded_gold(campaign: Campaign, worker: Worker) -> int:
+    return Assignment.objects.filter(
+        campaign=campaign, worker=worker, item__is_gold=True, gold_correct__isnull=False).count()
+
+
+def gold_checks_passed(campaign: Campaign, worker: Worker) -> bool:
+    """Whether ``worker``'s judgments in ``campaign`` count: they are not blocked and have at least
+    :func:`gold_checks_required` graded gold answers (always True when the campaign has no gate)."""
+    required = gold_checks_required(campaign)
+    if not required:
+        return True
+    return worker_state(campaign, worker) != WorkerStatus.BLOCKED and _graded_gold(campaign, worker) >= required
+
+
+def gold_is_due(campaign: Campaign, worker: Worker) -> bool:
+    """Whether ``worker``'s next task in ``campaign`` must be a gold check (the rule above)."""
     if not campaign.gold_every:
-        return None
-    n = Assignment.objects.filter(campaign=campaign, worker=worker).exclude(state=Assignment.RETURNED).count()
-    if n % campaign.gold_every:
-        return None
+        return False
+    if campaign.gold_every == 1:
+        return True
+    graded = _graded_gold(campaign, worker)
+    normal = (Assignment.objects.filter(campaign=campaign, worker=worker, item__is_gold=False, verified=True)
+              .exclude(state=Assignment.RETURNED).count())
+    return graded <= normal // (campaign.gold_every - 1)
+
+
+def _unseen_gold(campaign: Campaign, worker: Worker) -> Item | None:
+    """The first gold item (by serving position) never given to ``worker``."""
     return (
         Item.objects.filter(campaign=campaign, is_gold=True)
         .exclude(Exists(Assignment.objects.filter(item=OuterRef("pk"), worker=worker)))
@@ -239,11 +356,78 @@ def _gold_due(campaign: Campaign, worker: Worker) -> Item | None:
     )
 
 
+def _gold_due(campaign: Campaign, worker: Worker, *, qualify: bool = False) -> Item | None:
+    """The gold item to serve ``worker`` now: one never given to them, when a check is due (or,
+    with ``qualify``, when they have not passed the minimum gold checks yet: no normal item is left
+    for them). None otherwise, or when none is left (see :func:`gold_withheld`)."""
+    if qualify:
+        if not gold_checks_required(campaign) or gold_checks_passed(campaign, worker):
+            return None
+    elif not gold_is_due(campaign, worker):
+        return None
+    return _unseen_gold(campaign, worker)
+
+
+def gold_withheld(campaign: Campaign, worker: Worker) -> bool:
+    """Whether ``worker`` gets no more tasks in the local ``campaign`` because a gold check is due
+    and every gold item was given to them, some returned or left to expire unanswered (answering
+    them was the only way on: a returned gold item is replaced by an unseen one, never skipped)."""
+    if campaign.provider != Campaign.LOCAL or not gold_is_due(campaign, worker):
+        return False
+    if _unseen_gold(campaign, worker) is not None:
+        return False
+    return Assignment.objects.filter(
+        campaign=campaign, worker=worker, item__is_gold=True,
+        state__in=(Assignment.RETURNED, Assignment.EXPIRED), gold_correct__isnull=True,
+    ).exists()
+
+
+def count_awaiting_gold(campaign: Campaign, worker: Worker) -> int:
+    """Count ``worker``'s answers that wait for the gold checks (``awaiting_gold``), now that they
+    have passed them (:func:`gold_checks_passed`; otherwise nothing happens). Each answer, in
+    submission order, in its own transaction under its row lock (so each is counted at most once,
+    whoever calls this at the same time) and its item's row lock (so an item never gets more than k
+    counted judgments), takes a free slot and is recorded by the campaign's kind; one that finds
+    no free slot stays stored, uncounted. The worker's standing is read under its row lock, so a
+    block that lands at the same time either comes first (nothing counted) or releases what was
+    counted. Nothing is counted in a finished campaign. Called after every submission that may
+    change the outcome; idempotent. Returns the number of answers counted."""
+    if campaign.state == Campaign.FINISHED or not gold_checks_passed(campaign, worker):
+        return 0
+    spec = get_kind(campaign.kind)
+    counted = 0
+    pks = list(Assignment.objects.filter(campaign=campaign, worker=worker, awaiting_gold=True)
+               .order_by("submitted_at", "pk").values_list("pk", flat=True))
+    for pk in pks:
+        with transaction.atomic():
+            standing = (WorkerStatus.objects.select_for_update().filter(campaign=campaign, worker=worker)
+                        .values_list("state", flat=True).first())
+            if standing == WorkerStatus.BLOCKED:
+                break
+            a = (Assignment.objects.select_for_update(of=("self",)).select_related("item")
+                 .filter(pk=pk, awaiting_gold=True).first())
+            if a is None:  # counted by a concurrent call
+                continue
+            Item.objects.select_for_update().get(pk=a.item_id)
+            held = set(Assignment.objects.filter(item_id=a.item_id, slot__isnull=False).values_list("slot", flat=True))
+            free = [s for s in range(campaign.judgments_per_item) if s not in held]
+            a.awaiting_gold = False
+            if free:
+                a.slot, a.counted = free[0], True
+                _took_slot(a.item_id, free)
+            a.save(update_fields=["awaiting_gold", "slot", "counted"])
+            if free:
+                spec.record(a, a.answer)
+                counted += 1
+    return counted
+
+
 def preview(campaign: Campaign, worker: Worker) -> Item | None:
     """The item ``accept`` would most likely give ``worker`` now (nothing is claimed)."""
     if unavailable_reason(campaign, worker):
         return None
-    return _gold_due(campaign, worker) or _open_items(campaign, worker).first()
+    return (_gold_due(campaign, worker) or _open_items(campaign, worker).first()
+            or _gold_due(campaign, worker, qualify=True))
 
 
 def _took_slot(item_id, free: list) -> None:
@@ -263,37 +447,47 @@ def _reopen(item_ids) -> None:
     Item.objects.filter(pk__in=list(item_ids)).update(full=False)
 
 
-def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_ref="") -> Assignment:
+def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_ref="", verified=True) -> Assignment:
     spec = get_kind(campaign.kind)
     seed = secrets.randbits(62)
     return Assignment.objects.create(
         campaign=campaign, item=item, worker=worker, slot=slot, state=ACTIVE, accepted_at=now,
         deadline=now + timedelta(seconds=campaign.assignment_seconds), seed=seed,
         order=spec.presentation_order(item.payload, random.Random(seed)) if order is None else order,
-        template_version=campaign.template_version, provider_ref=provider_ref,
+        template_version=campaign.template_version, provider_ref=provider_ref, verified=verified,
     )
 
 
 def accept_item(
     campaign: Campaign, worker: Worker, item: Item, *, provider_ref: str, order: dict | None = None,
-    accepted_at=None, enforce: bool = True,
+    accepted_at=None, enforce: bool = True, verified: bool = True,
 ) -> Assignment:
     """Open an assignment of a *given* item for a provider's assignment ``provider_ref`` (e.g. an
     MTurk AssignmentId: MTurk, not we, chose the item and the worker). Idempotent: the same
-    ``provider_ref`` returns the existing assignment.
+    ``provider_ref`` (and, for a claim, the same claimed worker) returns the existing assignment.
 
-    The item's slot is taken if one is free. If none is free but another worker's *accepted*
-    assignment holds one, that holder has been dropped by the provider (MTurk never lets more than
-    MaxAssignments = k workers hold a HIT at once), so it is expired and its slot handed over.
+    ``verified=False`` records a *claim*: the identity came from URL parameters anyone can type.
+    A claim holds no slot, never counts, is never graded as gold and never evicts anyone; every
+    claim is recorded (several workers may claim the same ``provider_ref``), and only the one the
+    provider confirms becomes verified (:func:`confirm_claim`). ``verified=True`` (the provider's
+    own records, e.g. the MTurk collector) takes a free slot if there is one; if there is none the
+    assignment is stored without a slot (its submission then counts only if a slot is free) --
+    nobody is ever evicted: the provider itself limits how many workers hold its task.
     ``enforce`` applies the campaign's availability rules (state, block, cap) and raises NoTask;
     the collector passes False because work already done on MTurk must be recorded whatever happens.
-    Raises Conflict when the worker already has another assignment of this item.
+    Raises Conflict when the worker already has another verified assignment of this item, or
+    ``provider_ref`` is verified as another worker's or item's.
     """
-    existing = Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref).select_related("item").first()
+    mine = Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref, worker=worker)
+    existing = (mine if not verified else mine.filter(verified=True)).select_related("item").first()
+    if existing is None and verified:
+        existing = Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref, verified=True).first()
     if existing:
         if existing.worker_id != worker.pk or existing.item_id != item.pk:
             raise Conflict(f"assignment {provider_ref} belongs to another worker or item", "foreign")
         return existing
+    if not verified and Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref, verified=True).exists():
+        raise Conflict(f"assignment {provider_ref} belongs to another worker or item", "foreign")
     if enforce:
         reason = unavailable_reason(campaign, worker)
         if reason:
@@ -301,36 +495,36 @@ def accept_item(
     now = accepted_at or timezone.now()
     try:
         with transaction.atomic():
+            if not verified:
+                if Assignment.objects.filter(item=item, worker=worker, verified=True).exists():
+                    raise Conflict("this worker has already done this item (in another HIT or batch)", "duplicate")
+                return _new_assignment(campaign, item, worker, None, now, order=order, provider_ref=provider_ref,
+                                       verified=False)
             Item.objects.select_for_update().get(pk=item.pk)
-            if Assignment.objects.filter(item=item, worker=worker).exists():
+            if Assignment.objects.filter(item=item, worker=worker, verified=True).exists():
                 raise Conflict("this worker has already done this item (in another HIT or batch)", "duplicate")
             slot = None
             if not item.is_gold:
-                holders = {a.slot: a for a in Assignment.objects.filter(item=item, slot__isnull=False).order_by("accepted_at")}
-                free = [s for s in range(campaign.judgments_per_item) if s not in holders]
+                held = set(Assignment.objects.filter(item=item, slot__isnull=False).values_list("slot", flat=True))
+                free = [s for s in range(campaign.judgments_per_item) if s not in held]
                 if free:
                     slot = free[0]
                     _took_slot(item.pk, free)
-                else:
-                    stale = next((a for a in holders.values() if a.state == ACTIVE and a.provider_ref), None)
-                    if stale is not None:
-                        Assignment.objects.filter(pk=stale.pk).update(
-                            state=Assignment.EXPIRED, slot=None, expired_at=now,
-                            return_reason="superseded: the provider gave this HIT to another worker",
-                        )
-                        slot = stale.slot
             return _new_assignment(campaign, item, worker, slot, now, order=order, provider_ref=provider_ref)
     except IntegrityError:
-        existing = Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref).first()
+        existing = mine.first() if not verified else (
+            Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref, verified=True).first())
         if existing:
             return existing
         raise Conflict("the task could not be claimed; please try again", "retry") from None
 
 
 def accept(campaign: Campaign, worker: Worker) -> Assignment:
-    """Give ``worker`` a task: their unfinished one if they have it, else a gold item when one is
-    due, else the first open item (by serving position) they have not done. Raises NoTask (with
-    the reason) when there is none."""
+    """Give ``worker`` a task: their unfinished one if they have it, else a gold check when one is
+    due (an unseen gold item: see the rule in :func:`gold_checks_required`), else the first open
+    item (by serving position) they have not done, else (a worker who has not passed the minimum
+    gold checks and has no normal item left) an unseen gold item. Raises NoTask (with the reason)
+    when there is none."""
     current = active_assignment(campaign, worker)
     if current:
         return current
@@ -358,6 +552,9 @@ def accept(campaign: Campaign, worker: Worker) -> Assignment:
                     _took_slot(item.pk, free)
                     return _new_assignment(campaign, item, worker, free[0], now)
                 skipped.append(item.pk)  # filled since our snapshot: look further
+            gold = _gold_due(campaign, worker, qualify=True)  # nothing else: the checks they still need
+            if gold is not None:
+                return _new_assignment(campaign, gold, worker, None, now)
     except IntegrityError:
         # the same worker accepted twice at once: the other request created their assignment
         current = active_assignment(campaign, worker)
@@ -400,7 +597,9 @@ def submit(
     ``errors``), Forbidden (another worker's assignment), Conflict (returned, rejected, or already
     submitted with a different key, campaign finished). A repeat of a submission (same key, or the
     same answer) returns the stored result with ``created=False``. ``submitted_at`` records when a
-    provider says the work was submitted (results collected later); default now.
+    provider says the work was submitted (results collected later); default now. In a local
+    campaign with gold, a worker's answers before they pass the minimum gold checks are stored with
+    ``awaiting_gold`` and counted later (see the rule in :func:`gold_checks_required`).
     """
     spec = None
     now = submitted_at or timezone.now()
@@ -427,12 +626,16 @@ def submit(
         spec = get_kind(a.campaign.kind)
         answer = spec.clean(a.item.payload, a.order, data, item=a.item)  # AnswerError: nothing stored
         late = a.state == Assignment.EXPIRED or a.deadline <= now
-        if a.item.is_gold:
+        if a.item.is_gold or not a.verified:  # a claim counts only once confirmed (confirm_claim)
             counted = False
         elif worker_state(a.campaign, worker) == WorkerStatus.BLOCKED:
             if a.slot is not None:
                 _reopen([a.item_id])
             counted, a.slot = False, None  # kept for the record, never counted
+        elif not gold_checks_passed(a.campaign, worker):  # stored; counted once they pass (count_awaiting_gold)
+            if a.slot is not None:
+                _reopen([a.item_id])
+            counted, a.slot, a.awaiting_gold = False, None, True
         elif a.slot is not None:
             counted = True
         else:  # expired: its slot went back to the pool; take a free one if there is still one
@@ -447,21 +650,22 @@ def submit(
         a.submitted_at, a.late, a.counted, a.answer = now, late, counted, answer
         a.submit_key = submit_key
         a.work_seconds = (now - a.accepted_at).total_seconds()
-        if a.item.is_gold:
+        if a.item.is_gold and a.verified:  # a claim's gold answer is graded once confirmed
             a.gold_correct = spec.check_gold(answer, a.item.gold)
         a.save()
         if counted:
             spec.record(a, answer)
-        if a.item.is_gold:
-            from .quality import update_worker_status
-
+        if a.item.is_gold and a.verified:
             update_worker_status(a.campaign, worker)
+    if a.awaiting_gold or a.gold_correct is not None:  # after the commit: see count_awaiting_gold
+        count_awaiting_gold(a.campaign, worker)
     return SubmitResult(a, True, late, counted)
 
 
 def return_assignment(assignment_id, worker: Worker, reason: str = "") -> Assignment:
     """Give an accepted task back (with an optional reason); its slot returns to the pool. The
-    worker will not be offered the same item again."""
+    worker will not be offered the same item again (a gold check stays due, though: another gold
+    item is served instead, see :func:`gold_checks_required`)."""
     with transaction.atomic():
         a = _locked_assignment(assignment_id, worker)
         if a.state != ACTIVE:
@@ -490,19 +694,125 @@ def expire_overdue(campaign: Campaign | None = None) -> int:
     return n
 
 
+# --- claims (identities from URL parameters) -------------------------------------------------------
+def confirm_claim(assignment_id, *, at=None) -> Assignment:
+    """The provider's own records confirm the claim ``assignment_id`` (see :func:`accept_item`):
+    it becomes verified, and what it would have done had it been verified from the start happens
+    now, under the item's row lock: a submitted answer takes a free slot (if one is left, else it
+    stays stored and uncounted, like late work) and is recorded -- or waits for the worker's gold
+    checks (:func:`gold_checks_passed`, ``awaiting_gold``); a gold answer is graded, the worker's
+    standing updated (:func:`update_worker_status`) and their waiting answers counted if they now
+    pass (:func:`count_awaiting_gold`). A verified assignment is returned
+    unchanged. Raises Conflict (nothing changed) when the worker already has a verified
+    assignment of the item or the provider id is verified as someone else's."""
+    now = at or timezone.now()
+    with transaction.atomic():
+        a = (Assignment.objects.select_for_update(of=("self",)).select_related("item", "campaign", "worker")
+             .get(pk=assignment_id))
+        if a.verified:
+            return a
+        Item.objects.select_for_update().get(pk=a.item_id)
+        if Assignment.objects.filter(item_id=a.item_id, worker_id=a.worker_id, verified=True).exists():
+            raise Conflict("this worker has already done this item (in another HIT or batch)", "duplicate")
+        if a.provider_ref and Assignment.objects.filter(
+                campaign_id=a.campaign_id, provider_ref=a.provider_ref, verified=True).exists():
+            raise Conflict(f"assignment {a.provider_ref} belongs to another worker or item", "foreign")
+        a.verified, a.verified_at, a.claim_released_at = True, now, None
+        spec = get_kind(a.campaign.kind)
+        graded = False
+        if a.state in Assignment.DONE_STATES and a.answer is not None:
+            if a.item.is_gold:
+                a.gold_correct, graded = spec.check_gold(a.answer, a.item.gold), True
+            elif worker_state(a.campaign, a.worker) == WorkerStatus.BLOCKED:
+                pass  # kept for the record, never counted
+            elif not gold_checks_passed(a.campaign, a.worker):  # the gold gate, as in submit()
+                a.awaiting_gold = True
+            else:
+                held = set(Assignment.objects.filter(item_id=a.item_id, slot__isnull=False).values_list("slot", flat=True))
+                free = [s for s in range(a.campaign.judgments_per_item) if s not in held]
+                if free:
+                    _took_slot(a.item_id, free)
+                    a.slot, a.counted = free[0], True
+        elif a.state == ACTIVE and not a.item.is_gold:
+            held = set(Assignment.objects.filter(item_id=a.item_id, slot__isnull=False).values_list("slot", flat=True))
+            free = [s for s in range(a.campaign.judgments_per_item) if s not in held]
+            if free:
+                _took_slot(a.item_id, free)
+                a.slot = free[0]
+        a.save()
+        if a.counted:
+            spec.record(a, a.answer)
+        if graded:
+            update_worker_status(a.campaign, a.worker)
+    if a.awaiting_gold or graded:  # after the commit, as in submit()
+        count_awaiting_gold(a.campaign, a.worker)
+    return a
+
+
+def claim_grace_seconds() -> int:
+    """Seconds an unconfirmed claim waits after its deadline before it is released
+    (``settings.PROVIDER_CLAIM_GRACE_SECONDS``, default 3600)."""
+    from django.conf import settings
+
+    return int(getattr(settings, "PROVIDER_CLAIM_GRACE_SECONDS", 3600))
+
+
+def pending_claims(campaign: Campaign | None = None):
+    """Claims still waiting for the provider's confirmation (not verified, not released)."""
+    qs = Assignment.objects.filter(verified=False, claim_released_at__isnull=True)
+    return qs.filter(campaign=campaign) if campaign is not None else qs
+
+
+def release_unconfirmed(campaign: Campaign | None = None, *, now=None, grace_seconds: int | None = None) -> int:
+    """Release the claims the provider has not confirmed by their deadline (accepted_at + the
+    assignment duration) plus ``grace_seconds`` (default :func:`claim_grace_seconds`): an accepted
+    one expires, and every one stops waiting (``claim_released_at``), so it is no longer asked
+    about. Claims hold no slot, so nothing else changes; the rows and answers stay, and a later
+    collection that finds the assignment in the provider's records still confirms it. Returns the
+    number released."""
+    now = now or timezone.now()
+    grace = claim_grace_seconds() if grace_seconds is None else grace_seconds
+    due = pending_claims(campaign).filter(deadline__lte=now - timedelta(seconds=grace))
+    with transaction.atomic():
+        due.filter(state=ACTIVE).update(state=Assignment.EXPIRED, expired_at=now,
+                                        return_reason="claim never confirmed by the provider")
+        return due.update(claim_released_at=now)
+
+
+def update_worker_status(campaign: Campaign, worker: Worker) -> str:
+    """Apply the campaign's gold thresholds to ``worker`` (see :mod:`crowd.quality`); returns the
+    new state (ok, warned, blocked). A block is final (an owner may lift it in the admin) and
+    releases the worker's counted work (:func:`release_counted_work`). Called after each gold
+    answer."""
+    n, correct = gold_accuracy(campaign, worker)
+    status, _ = WorkerStatus.objects.get_or_create(campaign=campaign, worker=worker, defaults={"state": WorkerStatus.OK})
+    if status.state == WorkerStatus.BLOCKED or n < campaign.gold_min_answers:
+        return status.state
+    accuracy = correct / n
+    if accuracy < campaign.gold_block_below:
+        status.state = WorkerStatus.BLOCKED
+        status.reason = f"gold accuracy {correct}/{n} = {accuracy:.0%} < {campaign.gold_block_below:.0%}"
+        status.save()
+        release_counted_work(campaign, worker)
+    elif accuracy < campaign.gold_warn_below:
+        status.state = WorkerStatus.WARNED
+        status.reason = f"gold accuracy {correct}/{n} = {accuracy:.0%} < {campaign.gold_warn_below:.0%}"
+        status.save()
+    elif status.state != WorkerStatus.OK:
+        status.state, status.reason = WorkerStatus.OK, ""
+        status.save()
+    return status.state
+
+
 def release_counted_work(campaign: Campaign, worker: Worker) -> int:
     """Take a (blocked) worker's counted judgments out of the campaign: their assignments keep their
-    answers but stop counting and free their slots, the derived judgment rows are removed, so the
+    answers but stop counting and free their slots, and the campaign's kind removes what it recorded
+    from them (:meth:`crowd.kinds.base.TaskKind.release`: judgment rows, collected captions), so the
     items are offered to other workers again. Returns the number of assignments released."""
     with transaction.atomic():
         qs = Assignment.objects.select_for_update().filter(campaign=campaign, worker=worker, counted=True)
         ids = list(qs.values_list("pk", flat=True))
-        HumanJudgment.objects.filter(campaign=campaign, rater=worker.rater_id).delete()
-        PairwiseJudgment.objects.filter(campaign=campaign, rater=worker.rater_id).delete()
-        if campaign.kind == "description":
-            from .models import Caption
-
-            Caption.objects.filter(system__dataset=campaign.dataset, key__in=[f"assignment-{i}" for i in ids]).delete()
+        get_kind(campaign.kind).release(campaign, worker, ids)
         _reopen(qs.filter(slot__isnull=False).values_list("item_id", flat=True))
         Assignment.objects.filter(pk__in=ids).update(counted=False, slot=None)
     return len(ids)

@@ -169,15 +169,16 @@ def test_campaigns_are_visible_only_to_their_owners(scored, alice, bob, client):
 def test_raters_see_only_their_own_tasks(scored, client):
     campaign = engine.create_campaign(scored, "rating", name="mine", options={"images": 2}, state=Campaign.LIVE,
                                       gold_every=0)
-    w1, w2 = engine.invite_workers(2)
+    w1, w2 = engine.invite_workers(2, campaign=campaign)
     a2 = engine.accept(campaign, w2)
     assert client.get("/rate/mine/").status_code == 403  # no invitation, not logged in
     client.get(f"/rate/join/{w1.token}/")
-    assert client.get(f"/rate/mine/task/{a2.pk}/").status_code == 403
+    # another rater's task answers exactly as a missing one (issue 21: no existence oracle)
+    assert client.get(f"/rate/mine/task/{a2.pk}/").status_code == 404
     response = client.post(f"/rate/mine/task/{a2.pk}/submit/", {"relevance": "5", "thoroughness": "5",
                                                                  "item": a2.item_id})
-    assert response.status_code == 403
-    assert client.post(f"/rate/mine/task/{a2.pk}/return/").status_code == 403
+    assert response.status_code == 404
+    assert client.post(f"/rate/mine/task/{a2.pk}/return/").status_code == 404
     a2.refresh_from_db()
     assert a2.state == "accepted" and a2.answer is None
     assert not HumanJudgment.objects.filter(campaign=campaign).exists()

@@ -430,7 +430,7 @@ def test_redis_down_raters_keep_working_and_queued_run_completes(procs, subset_d
     run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "rdown")
     campaign = engine.create_campaign(Dataset.objects.get(name="rdown"), "rating", name="rdown", k=2,
                                       options={"gold": 0}, gold_every=0, state=Campaign.LIVE)
-    joins = [f"/rate/join/{w.token}/?next=/rate/rdown/" for w in engine.invite_workers(4, label="redis-")]
+    joins = [f"/rate/join/{w.token}/?next=/rate/rdown/" for w in engine.invite_workers(4, label="redis-", campaign=campaign)]
     port = free_port()
     env = web_env(DATABASE_URL=database_url(), CELERY_BROKER_URL=f"redis://127.0.0.1:{port}/0",
                   CACHE_URL=f"redis://127.0.0.1:{port}/1", RATER_RATE_LIMIT="100000/m",

@@ -184,6 +184,8 @@ def live_campaign(dataset, kind: str, provider: str = Campaign.LOCAL) -> Campaig
 
 def session_rater(client) -> Worker:
     worker = engine.invite_workers(1)[0]
+    for campaign in Campaign.objects.filter(provider=Campaign.LOCAL):  # invited to this test's campaigns
+        engine.add_raters(campaign, [worker])
     assert client.get(f"/rate/join/{worker.token}/").status_code == 302
     return worker
 

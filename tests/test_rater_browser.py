@@ -51,7 +51,7 @@ def start(driver, live_server, dataset, kind, *, options=None, state=Campaign.LI
         dataset, kind, name=f"c-{kind.replace('_', '-')}", options=options or OPTIONS[kind],
         state=state, gold_every=0, k=1,
     )
-    worker = engine.invite_workers(1)[0]
+    worker = engine.invite_workers(1, campaign=campaign)[0]
     driver.get(f"{live_server.url}/rate/join/{worker.token}/?next=/rate/{campaign.name}/")
     return campaign, worker
 
@@ -415,7 +415,7 @@ def test_paused_campaign_says_so(browser, live_server, dataset):
     campaign = engine.create_campaign(dataset, "rating", name="paused", options=OPTIONS["rating"],
                                       state=Campaign.LIVE, gold_every=0, k=1)
     engine.set_state(campaign, Campaign.PAUSED)
-    worker = engine.invite_workers(1)[0]
+    worker = engine.invite_workers(1, campaign=campaign)[0]
     browser.get(f"{live_server.url}/rate/join/{worker.token}/?next=/rate/{campaign.name}/")
     reason = wait(browser).until(lambda d: d.find_element(By.ID, "reason"))
     assert reason.get_attribute("data-reason") == "paused"

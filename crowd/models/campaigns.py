@@ -2,12 +2,18 @@
 
 Invariants the database itself enforces (the assignment engine, :mod:`crowd.engine`, relies on them):
 
-* one assignment per (item, worker): no worker ever judges an item twice, even after returning it;
+* one assignment per (item, worker): no worker ever judges an item twice, even after returning it
+  (among *verified* assignments: unconfirmed claims, below, are all recorded);
 * one *slot* per (item, slot number): an item has ``k`` slots (numbers ``0 .. k-1``); an active or a
   counted submitted assignment holds one, an expired or returned one releases it (its ``slot``
   becomes NULL); so an item never has more than ``k`` counted judgments;
 * at most one active (accepted) assignment per worker and campaign in the local pool (an MTurk
   worker may hold several HITs at once; their assignments are unique by MTurk AssignmentId).
+
+An assignment opened from a provider's URL parameters (an MTurk ``workerId`` / ``assignmentId``)
+is a *claim* (``verified=False``) until the provider's own records confirm it: it holds no slot, is
+never counted nor graded as gold, and so can neither fill an item nor get anyone blocked
+(:func:`crowd.engine.confirm_claim`, :mod:`crowd.providers`).
 
 Assignments are never deleted: their state records what happened (accepted, submitted, approved,
 rejected, returned, expired). A submission that arrives after the deadline is kept and flagged
@@ -63,6 +69,9 @@ class Campaign(models.Model):
         default=3, help_text="gold answers needed before the thresholds apply"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    results_published_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="when an owner published the results (None: the campaign's data is on owner pages only)")
 
     class Meta:
         ordering = ["-created_at"]
@@ -191,11 +200,21 @@ class Assignment(models.Model):
         max_length=20, blank=True, help_text="the provider's own status, e.g. MTurk's Submitted/Approved/Rejected"
     )
     feedback = models.TextField(blank=True, help_text="feedback sent to the worker with an approval or rejection")
+    verified = models.BooleanField(
+        default=True, help_text="the worker's identity is confirmed (a local session, or the provider's own records); "
+                                "False: a claim from URL parameters, stored but never counted or graded until confirmed")
+    verified_at = models.DateTimeField(null=True, blank=True, help_text="when the provider confirmed a claim")
+    claim_released_at = models.DateTimeField(
+        null=True, blank=True, help_text="when an unconfirmed claim stopped waiting (assignment duration + grace passed)")
+    awaiting_gold = models.BooleanField(
+        default=False, help_text="submitted before its worker passed the campaign's minimum gold checks: stored, "
+                                 "holds no slot, counted once they pass (crowd.engine.count_awaiting_gold)")
 
     class Meta:
         ordering = ["campaign", "accepted_at"]
         constraints = [
-            models.UniqueConstraint(fields=["item", "worker"], name="assignment_one_per_worker"),
+            models.UniqueConstraint(fields=["item", "worker"], name="assignment_one_per_worker",
+                                    condition=models.Q(verified=True)),
             models.UniqueConstraint(
                 fields=["item", "slot"], name="assignment_one_per_slot", condition=models.Q(slot__isnull=False)
             ),
@@ -205,7 +224,15 @@ class Assignment(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["campaign", "provider_ref"], name="assignment_unique_provider_ref",
+                condition=~models.Q(provider_ref="") & models.Q(verified=True),
+            ),
+            models.UniqueConstraint(
+                fields=["campaign", "provider_ref", "worker"], name="assignment_one_claim_per_ref",
                 condition=~models.Q(provider_ref=""),
+            ),
+            models.CheckConstraint(
+                condition=models.Q(verified=True) | (models.Q(slot__isnull=True) & models.Q(counted=False)),
+                name="claim_holds_no_slot_and_never_counts",
             ),
             models.CheckConstraint(condition=models.Q(slot__gte=0) | models.Q(slot__isnull=True), name="slot_nonnegative"),
             models.CheckConstraint(
@@ -216,6 +243,8 @@ class Assignment(models.Model):
         indexes = [
             models.Index(fields=["campaign", "state", "deadline"]),
             models.Index(fields=["campaign", "worker", "state"]),
+            models.Index(fields=["campaign", "deadline"], name="assignment_pending_claims",
+                         condition=models.Q(verified=False, claim_released_at__isnull=True)),
         ]
 
     def __str__(self):
@@ -224,3 +253,23 @@ class Assignment(models.Model):
     @property
     def is_overdue(self) -> bool:
         return self.state == self.ACCEPTED and self.deadline <= timezone.now()
+
+
+class CampaignRater(models.Model):
+    """A local worker's membership of one campaign: the only campaigns whose rater pages (``/rate/``)
+    list and serve the worker. Made by an invitation link bound to the campaign
+    (:func:`crowd.engine.invite_workers`, ``invite_raters --campaign``, the owner's invitation
+    links) or :func:`crowd.engine.add_raters`; a logged-in user's worker is a rater only where it
+    was made one this way."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="raters")
+    worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="memberships")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "worker"], name="campaign_rater_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.worker} rates {self.campaign}"

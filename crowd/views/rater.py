@@ -1,8 +1,12 @@
 """Rater pages: join by invitation, preview, accept, do, submit or return a task.
 
 A rater is a :class:`crowd.models.Worker`, found from the session (an invitation link puts it
-there) or from the logged-in Django user. Raters only ever see their own assignments: any other id
-answers 403/404 and changes nothing.
+there) or from the logged-in Django user. A worker rates only the campaigns it is a rater of
+(:class:`crowd.models.CampaignRater`: an invitation link is bound to its campaign): ``/rate/``
+lists only those, and every page of another campaign answers 404 exactly as a campaign that does
+not exist. Being logged in (owner, staff, superuser) makes nobody a rater
+(:func:`crowd.engine.worker_for_user`). Raters only ever see their own assignments: another
+rater's assignment id answers 404 exactly as a missing one does, and changes nothing.
 """
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import random
 import secrets
 
 from django.contrib import messages
-from django.http import Http404, HttpResponseForbidden
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -55,13 +59,15 @@ def home(request):
     worker, denied = _need_worker(request)
     if denied:
         return denied
-    campaigns = Campaign.objects.filter(state=Campaign.LIVE, provider=Campaign.LOCAL).order_by("title")
+    campaigns = engine.rater_campaigns(worker).filter(state=Campaign.LIVE).order_by("title")
     return render(request, "crowd/rater/home.html", {"worker": worker, "campaigns": campaigns})
 
 
-def _live_campaign(name):
-    campaign = get_object_or_404(Campaign, name=name, provider=Campaign.LOCAL)  # MTurk workers use /mturk/
-    if campaign.state == Campaign.DRAFT:
+def _live_campaign(name, worker):
+    """The local campaign ``name`` if ``worker`` is one of its raters and it has started; else 404,
+    the same answer as for a campaign that does not exist (MTurk workers use /mturk/)."""
+    campaign = engine.rater_campaigns(worker).filter(name=name).first()
+    if campaign is None or campaign.state == Campaign.DRAFT:
         raise Http404("no such campaign")
     return campaign
 
@@ -73,7 +79,7 @@ def next_task(request, name):
     worker, denied = _need_worker(request)
     if denied:
         return denied
-    campaign = _live_campaign(name)
+    campaign = _live_campaign(name, worker)
     current = engine.active_assignment(campaign, worker)
     if current:
         return redirect("crowd:task", name=campaign.name, pk=current.pk)
@@ -98,7 +104,7 @@ def accept(request, name):
     worker, denied = _need_worker(request)
     if denied:
         return denied
-    campaign = _live_campaign(name)
+    campaign = _live_campaign(name, worker)
     try:
         assignment = engine.accept(campaign, worker)
     except engine.NoTask as exc:
@@ -112,11 +118,11 @@ def _own_assignment(request, name, pk):
     worker, denied = _need_worker(request)
     if denied:
         return None, None, denied
-    assignment = Assignment.objects.select_related("campaign", "item").filter(pk=pk, campaign__name=name).first()
+    # Another rater's task is "no such task", exactly like a missing one: no existence oracle.
+    assignment = Assignment.objects.select_related("campaign", "item").filter(
+        pk=pk, campaign__name=name, worker=worker, campaign__in=engine.rater_campaigns(worker)).first()
     if assignment is None:
         raise Http404("no such task")
-    if assignment.worker_id != worker.pk:
-        return None, None, HttpResponseForbidden("This task belongs to another rater.")
     return worker, assignment, None
 
 

@@ -1,8 +1,8 @@
 """python manage.py create_campaign KIND --dataset NAME --name SLUG [options]
 
 Every option is checked before anything is written; a bad value (a name that is not a slug, a
-number outside what the campaign tables hold, an atoms file that is not UTF-8 CSV) is a one-line
-CommandError and nothing is created.
+number outside what the campaign tables hold, an atoms file that is not UTF-8 CSV, an image URL
+template that is not http:// or https://) is a one-line CommandError and nothing is created.
 """
 import csv
 import math
@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from crowd import engine
 from crowd.kinds import KINDS, CampaignSpecError
+from crowd.kinds.base import check_url_template
 from crowd.kinds.visual_atom import atoms_text
 from crowd.models import Campaign, Dataset
 from crowd.views.owner import read_atoms
@@ -39,7 +40,9 @@ class Command(BaseCommand):
         parser.add_argument("--captions-per-set", type=int, default=None, help="diversity: first m captions of a set")
         parser.add_argument("--pairs-per-image", type=int, default=None, help="forced choice: (B, C) pairs per image")
         parser.add_argument("--atoms", default=None, help="visual atoms: CSV file of word,category[,count]")
-        parser.add_argument("--image-url", default="", help="image URL template with {key}")
+        parser.add_argument("--image-url", default="",
+                            help="image URL template: http:// or https:// with {key} (percent-encoded), "
+                                 "e.g. https://host/images/{key}")
         parser.add_argument("--gold", type=int, default=None, help="number of gold items (default 5%% of items, >= 2)")
         parser.add_argument("--gold-every", type=int, default=10, help="a gold item every n tasks (0: none)")
         parser.add_argument("--cap", type=int, default=None, help="at most this many items per worker")
@@ -75,6 +78,11 @@ class Command(BaseCommand):
             reward = None
         if reward is None or not reward.is_finite() or not 0 <= reward < 10000:
             raise CommandError(f"--reward must be an amount of dollars from 0 to 9999.99, got {str(o['reward'])[:50]!r}")
+        if o["image_url"]:
+            try:
+                check_url_template(o["image_url"])
+            except CampaignSpecError as exc:
+                raise CommandError(f"--image-url: {exc}") from None
 
     def handle(self, *args, **o):
         self.check_options(o)

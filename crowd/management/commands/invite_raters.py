@@ -1,4 +1,9 @@
-"""python manage.py invite_raters --campaign NAME -n 10 [--base-url http://host:8000]"""
+"""python manage.py invite_raters --campaign NAME -n 10 [--label L] [--base-url http://host:8000]
+
+Prints one invitation link per line. Each link belongs to a new local rater who is a rater of
+campaign NAME only (:func:`crowd.engine.invite_workers`): ``/rate/`` lists only that campaign for
+them, and any other campaign answers 404.
+"""
 from django.core.management.base import BaseCommand, CommandError
 
 from crowd import engine
@@ -6,7 +11,7 @@ from crowd.models import Campaign
 
 
 class Command(BaseCommand):
-    help = "Print invitation links for new local raters of a campaign."
+    help = "Print invitation links for new local raters of a campaign (each link rates that campaign only)."
 
     def add_arguments(self, parser):
         parser.add_argument("--campaign", required=True)
@@ -20,5 +25,9 @@ class Command(BaseCommand):
             raise CommandError(f"unknown campaign {o['campaign']!r}")
         if not 1 <= o["n"] <= 10_000:
             raise CommandError("-n must be between 1 and 10000")
-        for w in engine.invite_workers(o["n"], label=o["label"]):
+        try:
+            workers = engine.invite_workers(o["n"], label=o["label"], campaign=campaign)
+        except engine.EngineError as exc:
+            raise CommandError(str(exc)) from None
+        for w in workers:
             self.stdout.write(f"{o['base_url'].rstrip('/')}/rate/join/{w.token}/?next=/rate/{campaign.name}/")
