@@ -41,6 +41,7 @@ from django.core.checks.security.base import (
 )
 from django.core.exceptions import ImproperlyConfigured
 
+from .rates import parse_rate
 from .settings import *  # noqa: F403
 from .settings import DATABASES
 
@@ -122,9 +123,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # A bad rate would otherwise surface as a 500 on every rater page: refuse to start instead.
-try:
-    from crowd.ratelimit import parse_rate
-
-    parse_rate(RATER_RATE_LIMIT)  # noqa: F405
-except ValueError as exc:
-    raise ImproperlyConfigured(f"RATER_RATE_LIMIT: {exc}") from None
+for _rate_setting in ("RATER_RATE_LIMIT", "PASSWORD_RESET_RATE_LIMIT"):
+    try:
+        parse_rate(globals()[_rate_setting])
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{_rate_setting}: {exc}") from None

@@ -20,12 +20,28 @@ environment:
 ``RATER_RATE_LIMIT``
     requests one rater may make to the rater pages, as ``N/s``, ``N/m`` or ``N/h`` (default
     ``120/m``); ``0`` turns the limit off. See :mod:`crowd.ratelimit`.
+``AXES_FAILURE_LIMIT``, ``AXES_COOLOFF_MINUTES``, ``AXES_LOCKOUT_PARAMETERS``
+    login throttling (``/accounts/login/`` and ``/admin/login/``, django-axes): failed attempts
+    before a lock-out (default 5), minutes without a failure before it lifts (default 15; ``0`` = until
+    an administrator unlocks), and what is counted (default ``ip_address,username``: per client address
+    and per user name; ``username+ip_address`` counts the pair only). See ``docs/security.md``.
+``EMAIL_HOST`` (and ``EMAIL_PORT``, ``EMAIL_HOST_USER``, ``EMAIL_HOST_PASSWORD``, ``EMAIL_USE_TLS``, ``DEFAULT_FROM_EMAIL``)
+    an SMTP server. Set: the password reset pages exist (``PASSWORD_RESET_ENABLED``), each client
+    address and e-mail address limited to ``PASSWORD_RESET_RATE_LIMIT`` (default ``5/h``). Unset: they
+    answer 404 and the login page shows no reset link.
+``IMPORT_MAX_FILE_BYTES``, ``IMPORT_MAX_CAPTIONS``, ``IMPORT_MAX_REFERENCES_PER_IMAGE``
+    import caps (``import_dataset``, ``import_coco``): bytes per file (default 536870912 = 512 MiB,
+    checked before a file is read), captions per file (default 1000000) and reference captions per
+    image (default 50). A file over a cap is refused whole, naming the cap and its setting. The
+    defaults admit COCO 2014 (616,767 captions, at most 7 per image) and PASCAL-50S (50 per image).
+    See :mod:`crowd.importers.base` and ``docs/security.md``.
 ``EVALSITE_VAR_DIR``
     where the SQLite file and other run-time state go (default ``var/`` in the project).
 
 Production: ``DJANGO_SETTINGS_MODULE=evalsite.production`` (see that module).
 """
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -48,6 +64,7 @@ INSTALLED_APPS = [
     "crowd",
     "metrics",
     "analysis",
+    "axes",  # login throttling (django-axes): see "Logins" below
 ]
 
 MIDDLEWARE = [
@@ -59,6 +76,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "evalsite.middleware.DatabaseUnavailableMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lock-out into its page
 ]
 
 ROOT_URLCONF = "evalsite.urls"
@@ -131,7 +149,7 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_BACKEND = None  # progress and results live in the database, not in Celery
 # Broker outages: a publish gives up within seconds instead of hanging (a broker that stopped
 # answering would block it forever); the metric run stays pending and workers resume it when they
-# reconnect (evalsite/celery.py, metrics.pipeline.resume_runs). A killed worker's messages come
+# reconnect (evalsite/celery.py, metrics.tasks.resume_unfinished_runs). A killed worker's messages come
 # back after the visibility timeout (seconds; must exceed the longest task).
 CELERY_BROKER_CONNECTION_TIMEOUT = 3
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -147,12 +165,45 @@ CELERY_BEAT_SCHEDULE = {
     "expire-assignments": {"task": "crowd.expire_assignments", "schedule": 60.0},
     "resume-metric-runs": {"task": "metrics.resume_runs", "schedule": 300.0, "options": {"expires": 290}},
     "collect-mturk": {"task": "crowd.collect_mturk", "schedule": float(os.environ.get("MTURK_COLLECT_SECONDS", "300"))},
+    "verify-claims": {"task": "crowd.verify_claims", "schedule": float(os.environ.get("CLAIM_VERIFY_SECONDS", "120"))},
 }
+# Provider identities from URL parameters (an MTurk workerId) are claims until the provider
+# confirms them; unconfirmed ones are released this many seconds after their deadline.
+PROVIDER_CLAIM_GRACE_SECONDS = int(os.environ.get("PROVIDER_CLAIM_GRACE_SECONDS", "3600"))
 
 # --- Campaigns ----------------------------------------------------------------------------------
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "crowd:campaigns"
 LOGOUT_REDIRECT_URL = "analysis:index"
+
+# --- Logins: throttled by django-axes, stored in the default database (no extra service) ----------
+# The axes backend refuses a locked-out client before ModelBackend checks the password; the lock-out
+# page and the client address come from crowd.accounts (the address the rater rate limits use).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+_axes_cooloff_minutes = float(os.environ.get("AXES_COOLOFF_MINUTES", "15"))
+AXES_COOLOFF_TIME = timedelta(minutes=_axes_cooloff_minutes) if _axes_cooloff_minutes > 0 else None
+AXES_LOCKOUT_PARAMETERS = [
+    p.split("+") if "+" in p else p
+    for p in (x.strip() for x in os.environ.get("AXES_LOCKOUT_PARAMETERS", "ip_address,username").split(","))
+    if p
+]
+AXES_RESET_ON_SUCCESS = False  # a login to one's own account must not wipe the failures counted on an address
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_CLIENT_IP_CALLABLE = "crowd.accounts.client_ip"
+AXES_LOCKOUT_CALLABLE = "crowd.accounts.locked_out"
+
+# --- E-mail and password reset: the reset pages exist only when an SMTP server is configured ------
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+if EMAIL_HOST:
+    EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "587"))
+    EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+    EMAIL_USE_TLS = os.environ.get("EMAIL_USE_TLS", "1") == "1"
+    DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "webmaster@localhost")
+PASSWORD_RESET_ENABLED = bool(EMAIL_HOST)
+PASSWORD_RESET_RATE_LIMIT = os.environ.get("PASSWORD_RESET_RATE_LIMIT", "5/h")
 
 # --- Amazon Mechanical Turk ---------------------------------------------------------------------
 # Credentials: boto3's standard chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, ~/.aws/credentials,
@@ -162,6 +213,13 @@ MTURK_ORIGINS = "https://www.mturk.com https://workersandbox.mturk.com"
 MTURK_FRAME_ANCESTORS = os.environ.get("MTURK_FRAME_ANCESTORS", MTURK_ORIGINS).split()
 MTURK_SUBMIT_ORIGINS = os.environ.get("MTURK_SUBMIT_ORIGINS", MTURK_ORIGINS).split()
 MTURK_CLIENT_FACTORY = os.environ.get("MTURK_CLIENT_FACTORY", "crowd.mturk.client.boto3_client")
+
+# --- Import caps --------------------------------------------------------------------------------
+# Positive integers, applied by crowd.importers.base (LIMIT_DEFAULTS, check_file_size, CaptionCounter,
+# Importer.check_limits); the defaults admit COCO 2014 and PASCAL-50S.
+IMPORT_MAX_FILE_BYTES = int(os.environ.get("IMPORT_MAX_FILE_BYTES", str(512 * 1024 * 1024)))
+IMPORT_MAX_CAPTIONS = int(os.environ.get("IMPORT_MAX_CAPTIONS", "1000000"))
+IMPORT_MAX_REFERENCES_PER_IMAGE = int(os.environ.get("IMPORT_MAX_REFERENCES_PER_IMAGE", "50"))
 
 # --- Metrics ------------------------------------------------------------------------------------
 # Number of units (candidate captions, caption sets or systems) one Celery task scores.

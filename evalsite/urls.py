@@ -5,8 +5,8 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
-    path("", include("crowd.urls")),
+    path("accounts/", include("crowd.accounts")),  # django.contrib.auth.urls' routes; reset only with e-mail
+    path("", include("analysis.campaign_urls")),  # the crowd namespace: crowd.urls + the campaign report pages
     path("", include("analysis.urls")),
     path("", include("metrics.urls")),
 ]

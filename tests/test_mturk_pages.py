@@ -5,6 +5,7 @@ import io
 
 import pytest
 from django.contrib.auth.models import User
+from django.http import HttpRequest
 from django.test import Client, override_settings
 
 from crowd import engine
@@ -34,7 +35,8 @@ def setup(subset_dir):
 
 def login(name):
     client = Client()
-    assert client.login(username=name, password="pw")
+    # logins are counted per request by django-axes, whose backend needs one (as its docs say for tests)
+    assert client.login(request=HttpRequest(), username=name, password="pw")
     return client
 
 
