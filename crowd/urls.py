@@ -1,4 +1,8 @@
-"""URLs of the human side: rater pages under /rate/, owner pages under /campaigns/."""
+"""URLs of the human side: rater pages under /rate/, owner pages under /campaigns/.
+
+The campaign report pages (``campaign``, ``campaign-report``, ``campaign-chart``) belong to the same
+``crowd`` namespace but live in analysis (crowd does not import analysis): the project's URLconf
+includes :mod:`analysis.campaign_urls`, which is these patterns plus those three."""
 from django.urls import path
 
 from .views import mturk, mturk_owner, owner, rater
@@ -19,11 +23,9 @@ urlpatterns = [
     # owners
     path("campaigns/", owner.campaign_list, name="campaigns"),
     path("campaigns/new/", owner.campaign_new, name="campaign-new"),
-    path("campaigns/<slug:name>/", owner.campaign_detail, name="campaign"),
-    path("campaigns/<slug:name>/report.json", owner.campaign_report_json, name="campaign-report"),
-    path("campaigns/<slug:name>/correlations/<slug:criterion>.png", owner.correlation_chart, name="campaign-chart"),
     path("campaigns/<slug:name>/state/", owner.campaign_state, name="campaign-state"),
     path("campaigns/<slug:name>/invite/", owner.campaign_invite, name="campaign-invite"),
+    path("campaigns/<slug:name>/publish-results/", owner.campaign_publish_results, name="campaign-publish-results"),
     path("campaigns/<slug:name>/aggregate.csv", owner.campaign_aggregate, name="campaign-aggregate"),
     path("campaigns/<slug:name>/judgments.<str:fmt>", owner.campaign_export, name="campaign-export"),
     path("campaigns/<slug:name>/mturk/", mturk_owner.page, name="mturk"),

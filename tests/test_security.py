@@ -135,7 +135,7 @@ def site(subset_dir, settings):
     assert owner.post("/campaigns/alpha-mt/mturk/publish/", {"dry_run": "1"}).status_code == 302
     beta = engine.create_campaign(dataset, "rating", name="beta", title="Beta study", owners=[bob],
                                   options={"images": 2}, state=Campaign.LIVE, gold_every=0)
-    w1, w2 = engine.invite_workers(2)
+    w1, w2 = engine.invite_workers(2, campaign=local)
     other = engine.accept(local, w2)
     return {"dataset": dataset, "alice": alice, "bob": bob, "sam": sam, "root": root, "local": local, "mt": mt,
             "beta": beta, "w1": w1, "w2": w2, "batch": mt.mturk_batches.get(), "other": other}
@@ -390,7 +390,7 @@ def test_credentials_and_the_secret_key_never_reach_a_page_or_the_database(site,
         assert len(pages) > 60
     # the crawl reached every campaign page, download and MTurk page (including Django's admin)
     owner_pages = {p.name for route, p in all_patterns() if route.startswith("campaigns/<slug:name>") and p.name}
-    assert owner_pages - {"campaign-state", "campaign-invite", "mturk-action"} <= crowd_names
+    assert owner_pages - {"campaign-state", "campaign-invite", "campaign-publish-results", "mturk-action"} <= crowd_names
     assert {"crowd_mturkconfig_change", "crowd_worker_change", "crowd_campaign_change"} <= crowd_names
 
 
@@ -647,7 +647,7 @@ def live(subset_dir):
     run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
     local = engine.create_campaign(Dataset.objects.get(name="sub"), "rating", name="alpha", options={"images": 3},
                                    state=Campaign.LIVE, gold_every=0)
-    return local, *engine.invite_workers(2)
+    return local, *engine.invite_workers(2, campaign=local)
 
 
 def test_the_sixth_rater_request_in_a_window_gets_429_and_changes_nothing(live, settings, redis_cache, clock):

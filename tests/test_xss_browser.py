@@ -225,6 +225,7 @@ def test_owner_and_rater_pages_of_every_kind(watched, live_server, xss, tmp_path
         campaigns[kind] = engine.create_campaign(xss, kind, name=f"x-{kind.replace('_', '-')}", title=XSS[n],
                                                  instructions=INSTRUCTIONS, owners=[alice], options=options,
                                                  state=Campaign.LIVE, gold_every=0, k=1)
+        engine.add_raters(campaigns[kind], [worker])  # one invitation per campaign: the same rater
     answer = f"{XSS[3]} {XSS[5]} a dog runs over the grass"
 
     # the rater: invitation link, preview, accept, answer, submit; each kind
@@ -272,6 +273,10 @@ def test_owner_and_rater_pages_of_every_kind(watched, live_server, xss, tmp_path
     assert plots_ok(driver, origin) >= 2  # relevance and thoroughness, bars named by metric
     driver.get(f"{origin}/datasets/xss/upload-scores/")
     clean(driver, *metrics.values())
+    # descriptions reach the public pages once the owner publishes the results (crowd.privacy)
+    driver.get(f"{origin}/campaigns/{campaigns['description'].name}/")
+    driver.find_element(By.ID, "publish-results").click()
+    wait(driver).until(lambda d: d.find_elements(By.ID, "results-published"))
     description_image = Image.objects.get(pk=description.image_id)
     driver.get(origin + "/datasets/xss/diversity/")
     driver.find_element(By.LINK_TEXT, description_image.key).click()

@@ -1,8 +1,11 @@
-"""Owner pages: the campaigns a user owns, creating one in a few clicks, its dashboard (progress,
-quality, agreement, correlations with metrics), state changes, invitation links and exports.
+"""Owner pages: the campaigns a user owns, creating one in a few clicks, state changes, invitation
+links and exports. The campaign's dashboard (progress, quality, agreement, correlations with
+metrics), its report as JSON and its charts read the cached campaign report, so they live in
+analysis (:mod:`analysis.campaign_views`) under the same ``crowd:`` URL names.
 
 A campaign and everything about it is visible only to its owners: anyone else gets 404, so
-campaign names do not leak.
+campaign names do not leak. Its data reaches the public pages only once an owner publishes its
+results (:mod:`crowd.privacy`).
 """
 from __future__ import annotations
 
@@ -12,18 +15,17 @@ import io
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from analysis.campaigns import campaign_report
-from analysis.plots import correlation_bars_png
-from crowd import engine, export, quality
+from crowd import engine, export, privacy, quality
 from crowd.kinds import KINDS, CampaignSpecError
+from crowd.kinds.base import check_url_template
 from crowd.kinds.visual_atom import atoms_text
 from crowd.models import Campaign, Dataset
-from evalsite import csvsafe
+from evalcore import csvsafe
 
 
 def owned_campaign(request, name) -> Campaign:
@@ -56,11 +58,21 @@ class CampaignForm(forms.Form):
     atoms = forms.FileField(required=False, help_text="visual atoms: CSV rows word,category[,count]")
     seed = forms.IntegerField(initial=0)
 
+    def clean_image_url(self):
+        """Only http(s) templates with a plain {key} (:func:`crowd.kinds.base.check_url_template`)."""
+        value = self.cleaned_data.get("image_url", "")
+        if value:
+            try:
+                check_url_template(value)
+            except CampaignSpecError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return value
+
 
 def read_atoms(text: str) -> list[list[str]]:
     """Rows of an atoms CSV (word,category[,count]); a header row starting with 'word' is skipped.
     The format is the one ``visual_atoms --out`` writes, so its formula-neutralising quote is undone
-    (:func:`evalsite.csvsafe.restore`)."""
+    (:func:`evalcore.csvsafe.restore`)."""
     rows = [csvsafe.restore_row(r) for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
     if rows and rows[0][0].strip().lower() == "word":
         rows = rows[1:]
@@ -112,39 +124,6 @@ def campaign_new(request):
 
 
 @login_required
-@require_GET
-def campaign_detail(request, name):
-    campaign = owned_campaign(request, name)
-    report = campaign_report(campaign)
-    return render(request, "crowd/owner/detail.html", {
-        "campaign": campaign, "report": report, "workers": quality.worker_stats(campaign),
-        "transitions": sorted(engine.TRANSITIONS[campaign.state]),
-        "invites": request.session.pop("new_invites", None),
-    })
-
-
-@login_required
-@require_GET
-def campaign_report_json(request, name):
-    campaign = owned_campaign(request, name)
-    report = campaign_report(campaign)
-    report["workers"] = quality.worker_stats(campaign)
-    return JsonResponse(report, json_dumps_params={"indent": 2})
-
-
-@login_required
-@require_GET
-def correlation_chart(request, name, criterion):
-    campaign = owned_campaign(request, name)
-    report = campaign_report(campaign)
-    if criterion not in report["correlations"]:
-        raise Http404("no correlations for this criterion")
-    png = correlation_bars_png(report["correlations"][criterion], report["ceiling"].get(criterion, {}),
-                               f"{campaign.name}: metrics vs human {criterion}")
-    return HttpResponse(png, content_type="image/png")
-
-
-@login_required
 @require_POST
 def campaign_state(request, name):
     campaign = owned_campaign(request, name)
@@ -159,6 +138,17 @@ def campaign_state(request, name):
 
 @login_required
 @require_POST
+def campaign_publish_results(request, name):
+    """POST (owner only, CSRF): publish the campaign's results, so its data (a description
+    campaign's system and texts) appears on the public pages (:mod:`crowd.privacy`)."""
+    campaign = owned_campaign(request, name)
+    privacy.publish_results(campaign)
+    messages.success(request, f"The results of {campaign.name} are public.")
+    return redirect("crowd:campaign", name=campaign.name)
+
+
+@login_required
+@require_POST
 def campaign_invite(request, name):
     campaign = owned_campaign(request, name)
     try:
@@ -168,7 +158,11 @@ def campaign_invite(request, name):
     if not 1 <= n <= 500:
         messages.error(request, "the number of invitation links must be between 1 and 500")
         return redirect("crowd:campaign", name=campaign.name)
-    workers = engine.invite_workers(n, label=request.POST.get("label", "").strip()[:50])
+    try:  # links bound to this campaign: their raters see and do this campaign only
+        workers = engine.invite_workers(n, label=request.POST.get("label", "").strip()[:50], campaign=campaign)
+    except engine.EngineError as exc:  # e.g. an MTurk campaign: its workers come from MTurk
+        messages.error(request, str(exc))
+        return redirect("crowd:campaign", name=campaign.name)
     next_url = reverse("crowd:next", kwargs={"name": campaign.name})
     request.session["new_invites"] = [
         request.build_absolute_uri(reverse("crowd:join", kwargs={"token": w.token})) + f"?next={next_url}"

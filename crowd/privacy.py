@@ -1,0 +1,61 @@
+"""Campaign data stays private until its owner publishes the results (issue 21, item 7).
+
+A campaign's data -- its judgments, its raters' texts, and the human system a description
+campaign fills with its raters' descriptions (``campaign-<name>``, see
+:mod:`crowd.kinds.description`) -- is shown on the owner pages only, until an owner publishes the
+campaign's results (:func:`publish_results`, the "Publish results" button of the owner page, which
+sets ``Campaign.results_published_at``). Until then, every public page and download (the dataset,
+image and diversity pages and their JSON/CSV/PNG files) leaves out the systems
+:func:`private_system_ids` names. Publishing cannot be undone from the site: what was public may
+have been copied.
+
+Imported judgments and systems (``campaign`` null, names chosen by the importer) are public as
+before; the public correlation and benchmark reports read imported judgments only
+(``campaign__isnull=True``), so no campaign's judgments reach them.
+"""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from .kinds.description import system_name
+from .models import Campaign, System
+
+
+def private_campaigns(dataset=None):
+    """Campaigns whose results are not published (QuerySet), optionally of one ``dataset``."""
+    qs = Campaign.objects.filter(results_published_at__isnull=True)
+    return qs.filter(dataset=dataset) if dataset is not None else qs
+
+
+def private_system_ids(dataset=None) -> list[int]:
+    """Sorted primary keys of the systems that hold an unpublished campaign's data (of ``dataset``,
+    or of every dataset). Only description campaigns create a system (named
+    :func:`crowd.kinds.description.system_name`, on the campaign's dataset; creating the campaign
+    is refused when the dataset already has a system of that name, so the name identifies it)."""
+    pairs = [(c.dataset_id, system_name(c)) for c in private_campaigns(dataset).filter(kind="description")]
+    if not pairs:
+        return []
+    ids = set()
+    for dataset_id, name in pairs:
+        ids.update(System.objects.filter(dataset_id=dataset_id, name=name).values_list("pk", flat=True))
+    return sorted(ids)
+
+
+def public_systems(dataset):
+    """The systems of ``dataset`` that public pages may show (QuerySet): all but
+    :func:`private_system_ids`."""
+    return System.objects.filter(dataset=dataset).exclude(pk__in=private_system_ids(dataset))
+
+
+def publish_results(campaign: Campaign) -> Campaign:
+    """Publish ``campaign``'s results: from now on its system and texts appear on public pages.
+    Idempotent (the first publication time is kept). The caller checks that the user owns the
+    campaign (the owner page does, :func:`crowd.views.owner.owned_campaign`)."""
+    with transaction.atomic():
+        current = Campaign.objects.select_for_update().get(pk=campaign.pk)
+        if current.results_published_at is None:
+            current.results_published_at = timezone.now()
+            current.save(update_fields=["results_published_at"])
+    campaign.results_published_at = current.results_published_at
+    return campaign
