@@ -1,5 +1,6 @@
 """Published Flickr8k-Expert correlations (Kendall tau-c x 100): Hessel et al. 2021, CLIPScore, Table 1.
-The same values are in shared/data/captionevalkit_expected_correlations/expected/*/flickr8k-ex.json."""
+The same values are in github.com/YuigaWada/CaptionEvalKit-for-VLMs,
+benchmarks/expected/*/flickr8k-ex.json."""
 TAU_C_X100 = {"bleu_1": 32.3, "bleu_4": 30.8, "rouge_l": 32.3, "meteor": 41.8, "cider_d": 43.9}
 TOLERANCE = 0.1
 

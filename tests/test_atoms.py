@@ -92,7 +92,7 @@ def test_lemma_rules():
 
 
 def test_pronouns_are_entities():
-    """Seed 003, Sec. 5.1: PRP is an entity tag (its Fig. 1 lists "it" and "him"); PRP$ is not."""
+    """Yao et al. 2016, Sec. 5.1: PRP is an entity tag (its Fig. 1 lists "it" and "him"); PRP$ is not."""
     [atoms] = extract_atoms(["He throws it to her while his dog watches them"])
     entities = [(a.lemma, a.tag) for a in atoms if a.category == "entity"]
     assert ("he", "PRP") in entities and ("it", "PRP") in entities and ("them", "PRP") in entities

@@ -5,9 +5,9 @@ HD-D with scipy.stats.hypergeom, MTLD with a plain-python walk of lexicalrichnes
 on real captions: Flickr8k (data/flickr8k/Flickr8k.token.txt) and THumB 1.0 COCO
 (data/thumb: 5 systems x 500 images, 4 references per image).
 
-Published numbers (seed 004, Kershaw & Bober 2019): Tables 2, 3 and 5 are computed on their own
-Rich-Sparse set (20 images) and the Composite dataset, neither of which we have, so no value can be
-recomputed from data here. What can be checked without their data is done below: the internal
+Published numbers (Kershaw & Bober 2019, "The Lexical Gap"): Tables 2, 3 and 5 are computed on their
+own Rich-Sparse set (20 images) and the Composite dataset, neither of which we have, so no value can
+be recomputed from data here. What can be checked without their data is done below: the internal
 consistency of Table 2's TTR / Root-TTR / Log-TTR, and the mapping l_d -> L_g of Table 3 (which is
 not Eq. 2 with the constants stated in Sec. 4.1).
 """
@@ -435,7 +435,7 @@ def test_thumb_gap_weighted_cider():
 
 
 # ------------------------------------------------------------------------------------------------
-# seed 004: what can be checked without the authors' data
+# Kershaw & Bober 2019: what can be checked without the authors' data
 # ------------------------------------------------------------------------------------------------
 def test_seed004_table2_is_internally_consistent():
     """Table 2 (Rich-Sparse set): from TTR = V/N and Root-TTR = V/sqrt(N), N = (Root/TTR)^2 and
