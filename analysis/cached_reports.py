@@ -243,27 +243,54 @@ def _set_document_frequency(dataset):
     return _DOCUMENT_FREQUENCIES[ident]
 
 
-def _compute_payload(report: Report) -> dict:
-    if report.kind == Report.CAMPAIGN:
-        return campaigns.campaign_report(report.campaign, n_resamples=report.params["n_resamples"], seed=report.params["seed"])
-    if report.kind == Report.IMAGE:
-        dataset = report.dataset
-        image = Image.objects.get(pk=report.image_id)
-        return diversity.image_detail(dataset, image, m=report.params["m"], k=report.params["k"],
-                                      document_frequency=lambda: _set_document_frequency(dataset))
+def _campaign_payload(report: Report) -> dict:
+    return campaigns.campaign_report(report.campaign, n_resamples=report.params["n_resamples"], seed=report.params["seed"])
+
+
+def _image_payload(report: Report) -> dict:
+    dataset = report.dataset
+    image = Image.objects.get(pk=report.image_id)
+    return diversity.image_detail(dataset, image, m=report.params["m"], k=report.params["k"],
+                                  document_frequency=lambda: _set_document_frequency(dataset))
+
+
+def _correlations_payload(report: Report) -> dict:
+    return correlation_report(report.dataset.name, weighting=report.params["weighting"])
+
+
+def _benchmark_payload(report: Report) -> dict:
     p = report.params
+    return benchmarks.benchmark_report(report.dataset.name, criterion=p["criterion"], n_resamples=p["resamples"],
+                                       seed=p["seed"], n_permutations=p["permutations"], alpha=p["alpha"])
+
+
+def _comparison_payload(report: Report) -> dict:
+    p = report.params
+    return benchmarks.comparison(p["datasets"], n_resamples=p["resamples"], seed=p["seed"],
+                                 n_permutations=p["permutations"], alpha=p["alpha"])
+
+
+#: how each type of stored report is built; the dataset-level ones turn a ReportError/PipelineError
+#: (a property of the inputs, e.g. nothing computed yet) into a stored {"problem": message}
+_BUILDERS = {
+    Report.CAMPAIGN: (_campaign_payload, False),
+    Report.IMAGE: (_image_payload, False),
+    Report.CORRELATIONS: (_correlations_payload, True),
+    Report.BENCHMARK: (_benchmark_payload, True),
+    Report.COMPARISON: (_comparison_payload, True),
+}
+
+
+def _compute_payload(report: Report) -> dict:
+    if report.kind not in _BUILDERS:
+        raise ValueError(f"unknown report type {report.kind!r}")
+    build, problems_are_data = _BUILDERS[report.kind]
+    if not problems_are_data:
+        return build(report)
     try:
-        if report.kind == Report.CORRELATIONS:
-            return correlation_report(report.dataset.name, weighting=p["weighting"])
-        if report.kind == Report.BENCHMARK:
-            return benchmarks.benchmark_report(report.dataset.name, criterion=p["criterion"], n_resamples=p["resamples"],
-                                               seed=p["seed"], n_permutations=p["permutations"], alpha=p["alpha"])
-        if report.kind == Report.COMPARISON:
-            return benchmarks.comparison(p["datasets"], n_resamples=p["resamples"], seed=p["seed"],
-                                         n_permutations=p["permutations"], alpha=p["alpha"])
+        return build(report)
     except (ReportError, pipeline.PipelineError) as exc:  # a property of the inputs: stored, shown by the page
         return {"problem": str(exc)}
-    raise ValueError(f"unknown report kind {report.kind!r}")
 
 
 def compute(report_id: int) -> str:
