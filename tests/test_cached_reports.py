@@ -216,3 +216,28 @@ def test_with_a_broker_dataset_benchmark_and_compare_gets_only_queue_the_reports
     assert bench["settings"]["n_resamples"] == 100 and bench["settings"]["seed"] == 3
     matrix = client.get(f"/compare.json{BENCH}").json()
     assert [c["dataset"] for c in matrix["columns"]] == ["sub"] and {r["metric"] for r in matrix["rows"]} == {"bleu_4", "cider_d"}
+
+
+def test_warm_reports_computes_what_the_pages_read(scored, alice, client):  # noqa: F811
+    """``warm_reports`` requests every report exactly as the pages do: afterwards no page of the
+    dataset, its benchmark, the comparison or the campaign computes anything."""
+    campaign = engine.create_campaign(scored, "rating", name="warm", owners=[alice], k=2, options={"images": 6},
+                                      state=Campaign.LIVE)
+    simulate(campaign, raters=4, spammers=0, seed=1)
+    out = run_command("warm_reports", "--resamples", "100", "--permutations", "100", "--seed", "3")
+    assert "sub: correlations: ready" in out and "sub: benchmark: ready" in out
+    assert "comparison: ready" in out and "campaign warm: ready" in out
+    assert {r.kind for r in Report.objects.filter(status=Report.DONE)} == {
+        Report.CORRELATIONS, Report.BENCHMARK, Report.COMPARISON, Report.CAMPAIGN}
+    client.force_login(alice)
+    patches = _builders_raise()
+    with patches[0], patches[1], patches[2], patches[3], mock.patch("analysis.campaigns.campaign_report", _boom):
+        for url in ["/datasets/sub/", f"/datasets/sub/benchmark/{BENCH}", f"/compare/{BENCH}", "/campaigns/warm/"]:
+            page = client.get(url)
+            assert page.status_code == 200 and 'id="report-computing"' not in page.content.decode(), url
+    # a second run finds everything stored and computes nothing
+    with patches[0], patches[1], patches[2], patches[3], mock.patch("analysis.campaigns.campaign_report", _boom):
+        again = run_command("warm_reports", "--resamples", "100", "--permutations", "100", "--seed", "3")
+    assert again.count(": ready") == 4
+    with pytest.raises(Exception, match="unknown dataset 'nope'"):
+        run_command("warm_reports", "--dataset", "nope")

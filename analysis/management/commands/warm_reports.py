@@ -1,0 +1,77 @@
+"""python manage.py warm_reports [--dataset NAME ...] [--no-compare] [--no-campaigns]
+                                 [--resamples N] [--permutations N] [--alpha A] [--seed S]
+
+Compute now the reports the dashboard pages read (:mod:`analysis.cached_reports`), so that nobody's
+first visit waits for one: for every dataset (or those named) its correlation report (not for
+forced-choice benchmarks, whose page is the benchmark page) and its benchmark report, the
+cross-benchmark comparison, and every campaign's report. Each report is requested exactly as a page
+requests it (:func:`analysis.tasks.request_report`, same key): without a broker it is computed here,
+in-process; with one it is queued for the Celery workers and this command only says so. Reports
+already stored for the current inputs are left as they are. ``./run demo`` runs it before serving.
+
+The settings are those of the pages' defaults unless given (the benchmark and compare pages take
+the same ``?resamples=&permutations=&alpha=&seed=`` in their URL). Errors (an unknown dataset, a bad
+setting) print one line and exit non-zero, with nothing requested.
+"""
+from __future__ import annotations
+
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from analysis import cached_reports
+from analysis.benchmarks import DEFAULT_ALPHA, DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES
+from analysis.models import Report
+from analysis.reports import protocol
+from analysis.tasks import request_report
+from crowd.models import Campaign, Dataset
+
+
+class Command(BaseCommand):
+    help = "Compute (or queue) the reports behind the dashboard pages, so no page waits for one."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--dataset", nargs="+", metavar="NAME", help="only these datasets (default: all)")
+        parser.add_argument("--no-compare", action="store_true", help="skip the cross-benchmark comparison")
+        parser.add_argument("--no-campaigns", action="store_true", help="skip the campaign reports")
+        parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES)
+        parser.add_argument("--permutations", type=int, default=DEFAULT_PERMUTATIONS)
+        parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
+        parser.add_argument("--seed", type=int, default=0)
+
+    def handle(self, *args, **o):
+        settings = {"resamples": o["resamples"], "seed": o["seed"], "permutations": o["permutations"],
+                    "alpha": o["alpha"]}
+        if not (0 <= settings["resamples"] <= 10000 and 0 <= settings["permutations"] <= 10000):
+            raise CommandError("--resamples and --permutations must be between 0 and 10000")
+        if not 0 < settings["alpha"] < 1:
+            raise CommandError("--alpha must be between 0 and 1")
+        if o["dataset"]:
+            found = {d.name: d for d in Dataset.objects.filter(name__in=o["dataset"])}
+            missing = [n for n in o["dataset"] if n not in found]
+            if missing:
+                raise CommandError(f"unknown dataset {missing[0]!r}")
+            datasets = [found[n] for n in o["dataset"]]
+        else:
+            datasets = list(Dataset.objects.order_by("name"))
+        todo = []
+        for dataset in datasets:
+            if protocol(dataset)["task"] != Dataset.TASK_FORCED_CHOICE:
+                todo.append((f"{dataset.name}: correlations", Report.CORRELATIONS,
+                             cached_reports.correlation_key(dataset, None), {"dataset": dataset}))
+            todo.append((f"{dataset.name}: benchmark", Report.BENCHMARK,
+                         cached_reports.benchmark_key(dataset, settings, None), {"dataset": dataset}))
+        if not o["no_compare"]:
+            names = [d.name for d in datasets] if o["dataset"] else None
+            todo.append(("comparison", Report.COMPARISON, cached_reports.comparison_key(names, settings), {}))
+        if not o["no_campaigns"]:
+            for campaign in Campaign.objects.filter(dataset__in=datasets).order_by("name"):
+                todo.append((f"campaign {campaign.name}", Report.CAMPAIGN, cached_reports.campaign_key(campaign),
+                             {"campaign": campaign}))
+        for label, kind, (key, params), subject in todo:
+            t0 = time.perf_counter()
+            row = request_report(kind, key, params, **subject)
+            state = row.status if row.status != Report.DONE else "ready"
+            problem = cached_reports.problem(row.data) if row.status == Report.DONE else None
+            note = f" (the page will say: {problem})" if problem else ""
+            self.stdout.write(f"{label}: {state} in {time.perf_counter() - t0:.1f} s{note}")
