@@ -204,7 +204,8 @@ def correlation_key(dataset, weighting: str | None) -> tuple[str, dict]:
 def benchmark_key(dataset, settings_: dict, criterion: str | None) -> tuple[str, dict]:
     """(SHA-256 key, params) of the benchmark page's report: ``settings_`` = {"resamples", "seed",
     "permutations", "alpha"} (validated by the page), ``criterion`` (None = the dataset's main one)."""
-    params = {"criterion": criterion or None, **{k: settings_[k] for k in ("resamples", "seed", "permutations", "alpha")}}
+    criterion = criterion or dataset.criterion or None  # the main criterion named or not: one report
+    params = {"criterion": criterion, **{k: settings_[k] for k in ("resamples", "seed", "permutations", "alpha")}}
     return _digest(Report.BENCHMARK, {"inputs": dataset_version(dataset), "format": benchmarks.REPORT_VERSION,
                                       **params}), params
 

@@ -4,6 +4,7 @@ released judgment gives a new report; the per-image diversity page reads its sto
 tokenising captions and building document frequencies. Real data: the Flickr8k-Expert subset with
 simulated raters, the COCO caption sets of the Self-CIDEr example."""
 import json
+import re
 from unittest import mock
 
 import pytest
@@ -225,7 +226,7 @@ def test_warm_reports_computes_what_the_pages_read(scored, alice, client):  # no
                                       state=Campaign.LIVE)
     simulate(campaign, raters=4, spammers=0, seed=1)
     out = run_command("warm_reports", "--resamples", "100", "--permutations", "100", "--seed", "3")
-    assert "sub: correlations: ready" in out and "sub: benchmark: ready" in out
+    assert "sub: correlations: ready" in out and "sub: benchmark (quality): ready" in out
     assert "comparison: ready" in out and "campaign warm: ready" in out
     assert {r.kind for r in Report.objects.filter(status=Report.DONE)} == {
         Report.CORRELATIONS, Report.BENCHMARK, Report.COMPARISON, Report.CAMPAIGN}
@@ -235,6 +236,11 @@ def test_warm_reports_computes_what_the_pages_read(scored, alice, client):  # no
         for url in ["/datasets/sub/", f"/datasets/sub/benchmark/{BENCH}", f"/compare/{BENCH}", "/campaigns/warm/"]:
             page = client.get(url)
             assert page.status_code == 200 and 'id="report-computing"' not in page.content.decode(), url
+        # the comparison's charts name each benchmark's criterion: the same stored reports
+        charts = re.findall(r'src="(/datasets/[^"]+/benchmark/chart/[^"]+)"', client.get(f"/compare/{BENCH}").content.decode())
+        assert charts
+        for url in charts:
+            assert client.get(url.replace("&amp;", "&")).status_code == 200, url
     # a second run finds everything stored and computes nothing
     with patches[0], patches[1], patches[2], patches[3], mock.patch("analysis.campaigns.campaign_report", _boom):
         again = run_command("warm_reports", "--resamples", "100", "--permutations", "100", "--seed", "3")

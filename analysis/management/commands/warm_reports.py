@@ -3,7 +3,8 @@
 
 Compute now the reports the dashboard pages read (:mod:`analysis.cached_reports`), so that nobody's
 first visit waits for one: for every dataset (or those named) its correlation report (not for
-forced-choice benchmarks, whose page is the benchmark page) and its benchmark report, the
+forced-choice benchmarks, whose page is the benchmark page) and its benchmark report for each of
+its protocol's criteria (the comparison page charts every one), the
 cross-benchmark comparison, and every campaign's report. Each report is requested exactly as a page
 requests it (:func:`analysis.tasks.request_report`, same key): without a broker it is computed here,
 in-process; with one it is queued for the Celery workers and this command only says so. Reports
@@ -59,8 +60,10 @@ class Command(BaseCommand):
             if protocol(dataset)["task"] != Dataset.TASK_FORCED_CHOICE:
                 todo.append((f"{dataset.name}: correlations", Report.CORRELATIONS,
                              cached_reports.correlation_key(dataset, None), {"dataset": dataset}))
-            todo.append((f"{dataset.name}: benchmark", Report.BENCHMARK,
-                         cached_reports.benchmark_key(dataset, settings, None), {"dataset": dataset}))
+            for criterion in protocol(dataset)["criteria"] or [None]:  # the compare page charts each one
+                label = f"{dataset.name}: benchmark" + (f" ({criterion})" if criterion else "")
+                todo.append((label, Report.BENCHMARK, cached_reports.benchmark_key(dataset, settings, criterion),
+                             {"dataset": dataset}))
         if not o["no_compare"]:
             names = [d.name for d in datasets] if o["dataset"] else None
             todo.append(("comparison", Report.COMPARISON, cached_reports.comparison_key(names, settings), {}))
