@@ -89,6 +89,10 @@ def prepare(args) -> dict:
     campaign = engine.create_campaign(
         Dataset.objects.get(name="load-flickr8k"), "rating", name=name, k=args.k, gold_every=0,
         state=Campaign.LIVE,
+        # machine-speed raters: no speed check (crowd.quality); pictures from a URL that refuses at once
+        # (port 9, discard): a campaign that shows images needs a source to go live, and the load is
+        # about the platform's pages, not about fetching pictures
+        options={"min_seconds_per_task": 0, "image_url": "http://127.0.0.1:9/load-images/{key}"},
     )
     workers = engine.invite_workers(args.raters, label="load-", campaign=campaign)
     sessions = []

@@ -133,6 +133,7 @@ def test_keys_are_percent_encoded_inside_the_templates_path(dataset):
     assert seen == {k: urls[k] for k in HOSTILE_KEYS}
 
 
+@pytest.mark.real_image_sources  # a dataset without an image source (crowd.images): the image's own URL
 def test_an_images_own_url_is_shown_only_when_it_is_http(dataset):
     first, second = Image.objects.filter(dataset=dataset).order_by("pk")[:2]
     Image.objects.filter(pk=first.pk).update(url="javascript:alert(1)")

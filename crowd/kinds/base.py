@@ -211,7 +211,9 @@ class TaskKind(ABC):
     * ``report_section``: the key of this kind's own section of the campaign report (filled by
       :meth:`pair_votes` or :meth:`summary`), or None;
     * ``template`` / ``template_version``: the task form and its version; ``default_k``: judgments
-      per item.
+      per item;
+    * ``shows_images``: the rater must see the picture to answer, so a campaign of this kind is
+      published only with a picture URL for every item (:func:`crowd.images.campaign_image_problem`).
     """
 
     name: str = ""
@@ -227,6 +229,7 @@ class TaskKind(ABC):
     template_version: str = "1"
     default_k: int = 3
     instructions: str = ""
+    shows_images: bool = False
 
     def scale(self, criterion: str) -> Scale:
         """The :class:`Scale` of ``criterion``; KeyError for a criterion the kind does not rate."""
@@ -402,7 +405,8 @@ def image_fields(image, url_template: str | None) -> dict:
     """The payload fields that show an image: its id, key and URL (``url_template`` may use
     ``{key}``: :func:`image_url`, which raises CampaignSpecError for a template that is not
     http(s) or another placeholder, and for a key that could change the path; without a template,
-    the image's own URL when it is http(s), else empty)."""
+    the image's own URL when it is http(s), else empty: the engine then fills in the URL from the
+    dataset's image source, :func:`crowd.images.fill_urls`)."""
     if url_template:
         url = image_url(url_template, image.key)
     else:

@@ -49,6 +49,7 @@ class Description(TaskKind):
     aggregation = "none"
     template = "crowd/tasks/description.html"
     template_version = "description-1"
+    shows_images = True
     default_k = 5
     instructions = "Describe this image as if describing it to a friend. Write one or two full sentences."
 

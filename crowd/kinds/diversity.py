@@ -54,6 +54,7 @@ class Diversity(TaskKind):
     agreement_level = "interval"
     template = "crowd/tasks/diversity.html"
     template_version = "diversity-1"
+    shows_images = True
     instructions = (
         "You will see an image and several sets of captions written for it. For each set, rate how "
         "diverse its captions are, from 0 (all captions say the same thing in the same words) to 1 "

@@ -42,6 +42,7 @@ class Rating(TaskKind):
     agreement_level = "ordinal"
     template = "crowd/tasks/rating.html"
     template_version = "rating-1"
+    shows_images = True
     instructions = (
         "Look at the image and read the caption. Rate its relevance: how well does the caption "
         "describe what is in the image? (1 = not at all, 5 = perfectly). Rate its thoroughness: how "

@@ -33,6 +33,16 @@ class Dataset(models.Model):
         '"headline": "kendall_tau_c" | "kendall_tau_b" | "pearson" | "accuracy", "criteria": [...], '
         '"summary": "...", "source": "paper, table", ...}',
     )
+    image_source = models.CharField(
+        max_length=10, blank=True, default="",
+        choices=[("", "none"), ("url", "URL template"), ("coco", "public COCO server"), ("folder", "local folder"),
+                 ("upload", "uploaded files")],
+        help_text="where the pictures come from (crowd.images): a URL template, the COCO server, a local folder, uploaded files",
+    )
+    image_location = models.CharField(
+        max_length=2000, blank=True, default="",
+        help_text="the URL template (with {key}), the COCO split or the absolute folder path; empty for uploads",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     #: ``protocol["task"]`` of a benchmark of graded judgments (each caption rated on a scale or voted

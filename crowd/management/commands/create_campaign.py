@@ -3,6 +3,12 @@
 Every option is checked before anything is written; a bad value (a name that is not a slug, a
 number outside what the campaign tables hold, an atoms file that is not UTF-8 CSV, an image URL
 template that is not http:// or https://) is a one-line CommandError and nothing is created.
+
+Kinds that show images (rating, diversity, description) go ``--live`` only with a picture for every
+item: from the dataset's image source (``set_image_source``), ``--image-url TEMPLATE`` (this
+campaign only) or ``--images-dir DIR`` (becomes the dataset's image source; refused when the
+dataset already has another one). Otherwise the command exits non-zero with one line saying how to
+give one (:func:`crowd.images.campaign_image_problem`).
 """
 import csv
 import math
@@ -13,8 +19,9 @@ from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
-from crowd import engine
+from crowd import engine, images
 from crowd.kinds import KINDS, CampaignSpecError
 from crowd.kinds.base import check_url_template
 from crowd.kinds.visual_atom import atoms_text
@@ -43,6 +50,9 @@ class Command(BaseCommand):
         parser.add_argument("--image-url", default="",
                             help="image URL template: http:// or https:// with {key} (percent-encoded), "
                                  "e.g. https://host/images/{key}")
+        parser.add_argument("--images-dir", default="",
+                            help="a local folder of the pictures (file names = image keys), served by the "
+                                 "platform; becomes the dataset's image source")
         parser.add_argument("--gold", type=int, default=None, help="number of gold items (default 5%% of items, >= 2)")
         parser.add_argument("--gold-every", type=int, default=10, help="a gold item every n tasks (0: none)")
         parser.add_argument("--cap", type=int, default=None, help="at most this many items per worker")
@@ -83,6 +93,22 @@ class Command(BaseCommand):
                 check_url_template(o["image_url"])
             except CampaignSpecError as exc:
                 raise CommandError(f"--image-url: {exc}") from None
+        if o["image_url"] and o["images_dir"]:
+            raise CommandError("give either --image-url or --images-dir, not both")
+        if o["images_dir"] and not Path(o["images_dir"]).expanduser().is_dir():
+            raise CommandError(f"--images-dir {o['images_dir'][:200]!r} is not an existing folder")
+
+    @staticmethod
+    def use_images_dir(dataset, images_dir: str) -> None:
+        """Make ``images_dir`` the dataset's image source (a local folder); CommandError when the
+        dataset already has another source (change it with set_image_source)."""
+        folder = str(Path(images_dir).expanduser().resolve())
+        current = (dataset.image_source, dataset.image_location)
+        if current[0] and current != (images.FOLDER, folder):
+            raise CommandError(
+                f"dataset {dataset.name!r} already has an image source ({images.source_for(dataset).describe()}); "
+                f"change it with: python manage.py set_image_source {dataset.name} --images-dir {images_dir}")
+        images.set_source(dataset, images_dir=folder)
 
     def handle(self, *args, **o):
         self.check_options(o)
@@ -116,14 +142,17 @@ class Command(BaseCommand):
             except csv.Error as exc:
                 raise CommandError(f"{path}: not a valid CSV file ({exc})") from None
         try:
-            campaign = engine.create_campaign(
-                dataset, o["kind"], name=o["name"], title=o["title"], owners=owners, k=o["k"],
-                per_worker_cap=o["cap"], assignment_seconds=int(60 * o["minutes"]),
-                lifetime=timedelta(days=o["lifetime_days"]) if o["lifetime_days"] else None,
-                reward=o["reward"], options=options, seed=o["seed"], gold_every=o["gold_every"],
-                state=Campaign.LIVE if o["live"] else Campaign.DRAFT, provider=o["provider"],
-            )
-        except CampaignSpecError as exc:
+            with transaction.atomic():  # a folder given with --images-dir is kept only with the campaign
+                if o["images_dir"]:
+                    self.use_images_dir(dataset, o["images_dir"])
+                campaign = engine.create_campaign(
+                    dataset, o["kind"], name=o["name"], title=o["title"], owners=owners, k=o["k"],
+                    per_worker_cap=o["cap"], assignment_seconds=int(60 * o["minutes"]),
+                    lifetime=timedelta(days=o["lifetime_days"]) if o["lifetime_days"] else None,
+                    reward=o["reward"], options=options, seed=o["seed"], gold_every=o["gold_every"],
+                    state=Campaign.LIVE if o["live"] else Campaign.DRAFT, provider=o["provider"],
+                )
+        except (CampaignSpecError, images.ImageSourceError) as exc:
             raise CommandError(str(exc)) from None
         counts = engine.campaign_counts(campaign)
         self.stdout.write(

@@ -1,11 +1,17 @@
-"""``manage.py import_coco --name NAME [--annotations F] [--results SYSTEM=F ...] [--objects F]``."""
+"""``manage.py import_coco --name NAME [--annotations F] [--results SYSTEM=F ...] [--objects F]``.
+
+A dataset without an image source whose annotation file names a COCO split (``captions_val2014.json``)
+gets the public COCO server for that split (:func:`crowd.images.default_source`)."""
 import re
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from crowd import images
 from crowd.importers import DatasetExistsError, DatasetFormatError
 from crowd.importers.base import shorten
 from crowd.importers.coco import import_coco, parse_system_file
+from crowd.models import Dataset
 
 
 class Command(BaseCommand):
@@ -34,3 +40,7 @@ class Command(BaseCommand):
         except (ValueError, DatasetFormatError, DatasetExistsError) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(str(summary))
+        # keys are COCO ids: the split comes from the annotation file's name (captions_val2014.json)
+        source = images.default_source(Dataset.objects.get(name=name), hint=Path(annotations).name if annotations else "")
+        if source is not None:
+            self.stdout.write(f"image source: {source.describe()}")
