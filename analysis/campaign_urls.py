@@ -6,11 +6,12 @@ from django.urls import path
 
 from crowd.urls import urlpatterns as crowd_urlpatterns
 
-from . import campaign_views
+from . import campaign_list, campaign_views
 
 app_name = "crowd"
 urlpatterns = [
     *crowd_urlpatterns,  # first: its "campaigns/new/" must win over "campaigns/<slug:name>/"
+    path("campaigns/", campaign_list.campaign_list, name="campaigns"),
     path("campaigns/<slug:name>/", campaign_views.campaign_detail, name="campaign"),
     path("campaigns/<slug:name>/report.json", campaign_views.campaign_report_json, name="campaign-report"),
     path("campaigns/<slug:name>/correlations/<slug:criterion>.png", campaign_views.correlation_chart, name="campaign-chart"),

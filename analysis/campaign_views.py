@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 
 from crowd import engine, quality
 from crowd.kinds import kind_of
-from crowd.views.owner import owned_campaign
+from crowd.views.owner import console_context, owned_campaign
 
 from . import cached_reports, plots
 from .models import Report
@@ -49,11 +49,12 @@ def campaign_detail(request, name):
         report = previous.data if previous is not None else None
         computing = computing_context(row, previous)
     progress = engine.campaign_counts(campaign)
+    workers = worker_stats(campaign, progress)
     return render(request, "crowd/owner/detail.html", {
         "campaign": campaign, "kind": kind_of(campaign), "report": report, "computing": computing,
-        "progress": progress, "workers": worker_stats(campaign, progress),
+        "progress": progress, "workers": workers,
         "transitions": sorted(engine.TRANSITIONS[campaign.state]),
-        "invites": request.session.pop("new_invites", None),
+        **console_context(request, campaign, workers),  # invitation links, audit trail, speed flags
     })
 
 

@@ -6,7 +6,9 @@ from .models import (
     MTurkHIT,
     Payment,
     Assignment,
+    AuditEntry,
     Campaign,
+    CampaignRater,
     Caption,
     Dataset,
     HumanJudgment,
@@ -110,4 +112,35 @@ class MTurkCallAdmin(admin.ModelAdmin):
     list_filter = ("operation", "ok", "dry_run", "environment")
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(CampaignRater)
+class CampaignRaterAdmin(admin.ModelAdmin):
+    """Who rates which local campaign (issue 21). Revoking is done on the campaign page (it also
+    retires the invitation link and is audited), so ``revoked_at`` is read-only here."""
+
+    list_display = ("campaign", "worker", "created_at", "revoked_at")
+    list_filter = ("campaign", ("revoked_at", admin.EmptyFieldListFilter))
+    search_fields = ("worker__external_id", "worker__label", "campaign__name")
+    raw_id_fields = ("worker",)
+    readonly_fields = ("created_at", "revoked_at")
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """The campaigns' audit trail (crowd.audit): read-only, never deleted from the admin."""
+
+    list_display = ("at", "campaign", "actor", "action", "target", "reason")
+    list_filter = ("action", "campaign")
+    search_fields = ("target", "reason", "actor")
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

@@ -265,6 +265,9 @@ class CampaignRater(models.Model):
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="raters")
     worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="memberships")
     created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(
+        null=True, blank=True, help_text="when an owner revoked the membership (its invitation link): the worker "
+                                         "no longer sees or does this campaign (crowd.audit.revoke_invitation)")
 
     class Meta:
         constraints = [
@@ -273,3 +276,37 @@ class CampaignRater(models.Model):
 
     def __str__(self):
         return f"{self.worker} rates {self.campaign}"
+
+
+class AuditEntry(models.Model):
+    """One owner action (or automatic one) on a campaign, kept for the record: who (``user``, and
+    ``actor``, their user name at the time, or ``"system"``), when (``at``), what (``action``), on
+    whom (``target``, e.g. a worker's rater id) and why (``reason``); ``detail`` holds numbers such
+    as the judgments released. Written by :mod:`crowd.audit`; never edited or deleted from the admin."""
+
+    ACTIONS = [(a, a) for a in (
+        "publish", "pause", "resume", "finish", "auto-finish", "invite", "revoke", "block", "unblock", "count",
+        "uncount",
+    )]
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="audit_entries")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    actor = models.CharField(max_length=150, help_text="the user name at the time, or 'system'")
+    at = models.DateTimeField(default=timezone.now)
+    action = models.CharField(max_length=20, choices=ACTIONS)
+    target = models.CharField(max_length=200, blank=True, help_text="e.g. the worker's rater id")
+    reason = models.TextField(blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["campaign", "at"])]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.target}".rstrip()
+
+    @property
+    def detail_text(self) -> str:
+        """``detail`` as ``key value, key value`` for pages (a key such as ``items`` would shadow
+        ``dict.items`` in a template)."""
+        return ", ".join(f"{k} {v}" for k, v in (self.detail or {}).items())

@@ -1,5 +1,7 @@
-"""Owner pages: the campaigns a user owns, creating one in a few clicks, state changes, invitation
-links and exports. The campaign's dashboard (progress, quality, agreement, correlations with
+"""Owner pages: the campaigns a user owns, creating one in a few clicks (with a preview of a
+rendered task), state changes (Finish asks for a confirmation), invitation links (listed, copied,
+revoked), worker overrides with an audit trail (:mod:`crowd.audit`), the owner's preview of a task
+as a rater sees it, a small status endpoint the campaign page polls, and exports. The campaign's dashboard (progress, quality, agreement, correlations with
 metrics), its report as JSON and its charts read the cached campaign report, so they live in
 analysis (:mod:`analysis.campaign_views`) under the same ``crowd:`` URL names.
 
@@ -11,20 +13,21 @@ from __future__ import annotations
 
 import csv
 import io
+import random
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from crowd import engine, export, privacy, quality
-from crowd.kinds import KINDS, CampaignSpecError
+from crowd import audit, engine, export, images, privacy, quality
+from crowd.kinds import KINDS, CampaignSpecError, get_kind
 from crowd.kinds.base import check_url_template
 from crowd.kinds.visual_atom import atoms_text
-from crowd.models import Campaign, Dataset
+from crowd.models import AuditEntry, Campaign, Dataset, Item
 from evalcore import csvsafe
 
 
@@ -39,6 +42,22 @@ def owned_campaign(request, name) -> Campaign:
     return campaign
 
 
+#: kinds whose items carry an image (the "images" fields of the form apply), kinds whose build
+#: reads ``options["gold"]`` (the number of gold items), and the fields only one kind reads
+IMAGE_KINDS = sorted({k for k, v in KINDS.items() if getattr(v, "shows_images", False)}
+                     | ({"description", "rating", "forced_choice", "diversity"} & set(KINDS)))
+GOLD_KINDS = sorted({"rating", "forced_choice", "diversity"} & set(KINDS))
+#: the form's field groups: (legend, kinds it applies to (None: every kind), field names)
+FIELD_GROUPS = [
+    ("Every campaign", None, ["name", "title", "dataset", "kind", "k", "per_worker_cap", "assignment_minutes", "reward",
+                              "provider", "min_seconds_per_task", "seed"]),
+    ("Images", IMAGE_KINDS, ["images", "image_url"]),
+    ("Gold items (quality checks)", GOLD_KINDS, ["gold"]),
+    ("Caption-set diversity", ["diversity"], ["systems", "captions_per_set"]),
+    ("Visual atoms", ["visual_atom"], ["atoms"]),
+]
+
+
 class CampaignForm(forms.Form):
     name = forms.SlugField(max_length=100, help_text="letters, digits, - and _; used in URLs")
     title = forms.CharField(max_length=200, required=False)
@@ -51,6 +70,12 @@ class CampaignForm(forms.Form):
     reward = forms.DecimalField(min_value=0, max_digits=6, decimal_places=2, initial=0, help_text="US dollars per assignment")
     provider = forms.ChoiceField(choices=Campaign.PROVIDERS, initial=Campaign.LOCAL, required=False,
                                  help_text="Mechanical Turk campaigns are published from their MTurk page")
+    min_seconds_per_task = forms.FloatField(
+        min_value=0, max_value=3600, required=False, label="too fast below (seconds per task)",
+        help_text="speed check: answers faster than this are flagged (empty: the platform default; 0: no check)")
+    gold = forms.IntegerField(min_value=0, max_value=10000, required=False, label="gold items",
+                              help_text="how many gold items (answers known) to add; at most the number of real items "
+                                        "(empty: 5% of the items, at least 5)")
     systems = forms.CharField(required=False, help_text="diversity: comma-separated system names (empty: all)")
     captions_per_set = forms.IntegerField(min_value=2, required=False, help_text="diversity: first m captions of each set")
     image_url = forms.CharField(max_length=2000, required=False,
@@ -67,6 +92,12 @@ class CampaignForm(forms.Form):
             except CampaignSpecError as exc:
                 raise forms.ValidationError(str(exc)) from None
         return value
+
+    def groups(self) -> list[dict]:
+        """The fields by group for the template: ``{"legend", "kinds" (space-separated, "" for
+        every kind), "fields" (bound fields)}``."""
+        return [{"legend": legend, "kinds": " ".join(kinds) if kinds else "",
+                 "fields": [self[name] for name in names]} for legend, kinds, names in FIELD_GROUPS]
 
 
 def read_atoms(text: str) -> list[list[str]]:
@@ -88,50 +119,181 @@ def options_from(data: dict, atoms_text: str | None = None) -> dict:
         options["systems"] = [s.strip() for s in data["systems"].split(",") if s.strip()]
     if data.get("image_url"):
         options["image_url"] = data["image_url"]
+    if data.get("gold") is not None and data["kind"] in GOLD_KINDS:
+        options["gold"] = data["gold"]
+    if data.get("min_seconds_per_task") is not None:
+        options["min_seconds_per_task"] = data["min_seconds_per_task"]
     if atoms_text:
         options["atoms"] = read_atoms(atoms_text)
     return options
 
 
-@login_required
-@require_GET
-def campaign_list(request):
-    campaigns = Campaign.objects.filter(owners=request.user).select_related("dataset")
-    return render(request, "crowd/owner/list.html", {"campaigns": campaigns})
+def check_built_items(form: CampaignForm, items) -> None:
+    """Form errors for items built from the form's settings (nothing is written): more gold items
+    than real ones in a kind whose gold count the form sets (field ``gold``), or a kind that shows images whose items have no picture
+    (field ``image_url``: the campaign could not be published, :func:`crowd.engine.set_state`)."""
+    d = form.cleaned_data
+    n_gold = sum(1 for it in items if it.gold is not None)
+    n_real = len(items) - n_gold
+    if n_gold > n_real and d["kind"] in GOLD_KINDS:  # other kinds' gold is fixed (e.g. visual atoms' checks)
+        given = d.get("gold") is not None
+        form.add_error("gold", (
+            f"{n_gold} gold items for {n_real} real items: gold items are quality checks, at most as many as the "
+            f"real items; " + ("lower this number" if given else f"give at most {n_real} here (the default is 5% of "
+                               "the items, at least 5)") + " or sample more images."))
+    if d["kind"] in IMAGE_KINDS and getattr(KINDS[d["kind"]], "shows_images", False):
+        lacking = sum(1 for it in items if it.payload.get("image_key") and not it.payload.get("image_url"))
+        if lacking:
+            ds = d["dataset"].name
+            form.add_error("image_url", (
+                f"{KINDS[d['kind']].title} shows images, but dataset {ds!r} has no image source ({lacking} of "
+                f"{len(items)} items would have no picture, and raters could not answer): give an image URL "
+                f"template here, or give the dataset a source first (python manage.py set_image_source {ds} "
+                "--image-url TEMPLATE or --images-dir DIR, or upload its pictures)."))
+
+
+def task_context(campaign_like, kind: str, payload: dict) -> dict:
+    """The context of ``templates/crowd/owner/_task_preview.html``: a task of ``kind`` for
+    ``payload`` rendered with the kind's own template, in a fixed presentation order (seed 0)."""
+    spec = get_kind(kind)
+    order = spec.presentation_order(payload, random.Random(0))
+    return {"preview_campaign": campaign_like, "payload": payload, "task": spec.context(payload, order),
+            "kind_template": spec.template, "data": {}, "errors": {}}
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def campaign_new(request):
+    """The new-campaign form. ``Preview`` (``preview`` in the POST) builds the items of the
+    settings without writing anything and shows the first real item as a rater would see it;
+    ``Create`` creates the campaign as a draft. Both refuse more gold items than real ones and a
+    kind that shows images with no picture for its items (400, field errors)."""
     form = CampaignForm(request.POST or None, request.FILES or None)
+    preview = None
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
             atoms = atoms_text(d["atoms"].read(), d["atoms"].name) if d.get("atoms") else None
-            campaign = engine.create_campaign(
-                d["dataset"], d["kind"], name=d["name"], title=d["title"], owners=[request.user], k=d["k"],
-                per_worker_cap=d["per_worker_cap"], assignment_seconds=60 * d["assignment_minutes"],
-                reward=d["reward"], options=options_from(d, atoms), seed=d["seed"], provider=d["provider"] or Campaign.LOCAL,
-            )
+            options = options_from(d, atoms)
+            if options.get("min_seconds_per_task") is not None:
+                options["min_seconds_per_task"] = quality.check_min_seconds(options["min_seconds_per_task"])
+            items = get_kind(d["kind"]).build_items(d["dataset"], dict(options), random.Random(d["seed"]))
+            images.fill_urls(d["dataset"], [it.payload for it in items])  # as create_campaign: the dataset's source
+            check_built_items(form, items)
+            if not form.errors and "preview" in request.POST:
+                real = [it for it in items if it.gold is None] or items
+                preview = task_context(
+                    {"title": d["title"] or f"{KINDS[d['kind']].title}: {d['dataset'].name}",
+                     "instructions": KINDS[d["kind"]].instructions, "kind": d["kind"]},
+                    d["kind"], real[0].payload)
+                preview["counts"] = {"real": sum(1 for it in items if it.gold is None),
+                                     "gold": sum(1 for it in items if it.gold is not None)}
+            elif not form.errors:
+                campaign = engine.create_campaign(
+                    d["dataset"], d["kind"], name=d["name"], title=d["title"], owners=[request.user], k=d["k"],
+                    per_worker_cap=d["per_worker_cap"], assignment_seconds=60 * d["assignment_minutes"],
+                    reward=d["reward"], options=options, seed=d["seed"], provider=d["provider"] or Campaign.LOCAL,
+                )
+                messages.success(request, f"Campaign {campaign.name} created as a draft with {campaign.items.count()} items.")
+                return redirect("crowd:campaign", name=campaign.name)
         except CampaignSpecError as exc:
             form.add_error(None, str(exc))
         except csv.Error as exc:  # e.g. a field beyond the csv module's size limit
             form.add_error("atoms", f"{d['atoms'].name}: not a valid CSV file ({exc})")
-        else:
-            messages.success(request, f"Campaign {campaign.name} created as a draft with {campaign.items.count()} items.")
-            return redirect("crowd:campaign", name=campaign.name)
-    return render(request, "crowd/owner/new.html", {"form": form}, status=400 if form.errors else 200)
+    return render(request, "crowd/owner/new.html", {"form": form, "preview": preview},
+                  status=400 if form.errors else 200)
+
+
+# --- the campaign page's console ----------------------------------------------------------------------
+def invitation_rows(request, campaign: Campaign) -> list[dict]:
+    """The campaign's invitation links for its owners (:func:`crowd.audit.invitations`), each with
+    its absolute URL (empty once revoked)."""
+    next_url = reverse("crowd:next", kwargs={"name": campaign.name})
+    rows = []
+    for inv in audit.invitations(campaign):
+        url = (request.build_absolute_uri(reverse("crowd:join", kwargs={"token": inv.token})) + f"?next={next_url}"
+               if inv.token else "")
+        rows.append({"worker": inv.worker, "url": url, "state": inv.state, "tasks": inv.tasks,
+                     "created_at": inv.created_at, "revoked_at": inv.revoked_at})
+    return rows
+
+
+def speed_floor(campaign: Campaign) -> float:
+    """The campaign's "too fast" threshold in seconds per task (:func:`crowd.quality.min_seconds_per_task`)."""
+    return quality.min_seconds_per_task(campaign)
+
+
+def console_context(request, campaign: Campaign, workers: list[dict]) -> dict:
+    """What the campaign page adds for the console: invitation links (the ones just created are
+    marked new), the audit trail (last 50 entries), the speed threshold with each worker row flagged
+    ``too_fast_median`` when its median seconds per task is under it, and the overrides each worker
+    row offers. Cheap: a few queries, no report."""
+    new = set(request.session.pop("new_invites", None) or [])
+    floor = speed_floor(campaign)
+    for w in workers:
+        w["too_fast_median"] = bool(floor and w.get("median_seconds") is not None and w["median_seconds"] < floor)
+        w["overrides"] = (["unblock", "count"] if w.get("status") == "blocked" else ["block", "uncount", "count"])
+    links = invitation_rows(request, campaign) if campaign.provider == Campaign.LOCAL else []
+    for row in links:
+        row["new"] = row["url"] in new
+    return {
+        "invitations": links, "new_invites": len(new), "speed_floor": floor,
+        "audit_entries": AuditEntry.objects.filter(campaign=campaign)[:50],
+        "transition_labels": transition_labels(campaign),
+    }
+
+
+def transition_labels(campaign: Campaign) -> list[tuple[str, str]]:
+    """(state, button label) of every state ``campaign`` may move to, Finish last."""
+    out = []
+    for t in sorted(engine.TRANSITIONS[campaign.state], key=lambda s: s == Campaign.FINISHED):
+        label = {"live": "Resume" if campaign.state == Campaign.PAUSED else "Publish", "paused": "Pause",
+                 "finished": "Finish"}.get(t, t)
+        out.append((t, label))
+    return out
+
+
+def confirmation(request, campaign: Campaign, *, title: str, consequences: list[str], button: str,
+                 action: str, fields: dict):
+    """The confirmation page of an irreversible action (works without JavaScript): the same POST
+    again with ``confirmed=yes``. Views call it when the POST lacks ``confirmed``."""
+    return render(request, "crowd/owner/confirm.html", {
+        "campaign": campaign, "title": title, "consequences": consequences, "button": button, "action": action,
+        "fields": fields,
+    })
+
+
+def confirmed(request) -> bool:
+    return request.POST.get("confirmed") == "yes"
 
 
 @login_required
 @require_POST
 def campaign_state(request, name):
+    """POST ``state``: move the campaign (publish, pause, resume, finish). Finishing is
+    irreversible: without ``confirmed=yes`` the answer is a confirmation page and nothing changes."""
     campaign = owned_campaign(request, name)
+    state = request.POST.get("state", "")
+    if state == Campaign.FINISHED and campaign.state != Campaign.FINISHED and not confirmed(request):
+        counts = engine.campaign_counts(campaign)
+        return confirmation(request, campaign, title=f"Finish {campaign.name}?", consequences=[
+            "Finishing is final: a finished campaign cannot be published or resumed again.",
+            f"Raters get no more tasks, and answers to tasks they hold now are refused "
+            f"({counts['by_state'].get('accepted', 0)} tasks are held now).",
+            f"{counts['complete_items']} of {counts['items']} items are complete "
+            f"({counts['judgments']} of {counts['needed']} judgments).",
+        ], button="Finish the campaign", action=reverse("crowd:campaign-state", kwargs={"name": campaign.name}),
+            fields={"state": state})
+    before = campaign.state
     try:
-        engine.set_state(campaign, request.POST.get("state", ""))
+        engine.set_state(campaign, state)
     except engine.EngineError as exc:
         messages.error(request, str(exc))
     else:
+        if before != campaign.state:
+            verb = {"live": "resume" if before == Campaign.PAUSED else "publish", "paused": "pause",
+                    "finished": "finish"}[campaign.state]
+            audit.record(campaign, request.user, verb, detail={"from": before, "to": campaign.state})
         messages.success(request, f"Campaign {campaign.name} is now {campaign.state}.")
     return redirect("crowd:campaign", name=campaign.name)
 
@@ -150,6 +312,8 @@ def campaign_publish_results(request, name):
 @login_required
 @require_POST
 def campaign_invite(request, name):
+    """POST ``n`` (1-500) and ``label``: create invitation links bound to this campaign. They are
+    listed on the campaign page from then on (the new ones marked), with copy and revoke buttons."""
     campaign = owned_campaign(request, name)
     try:
         n = int(request.POST.get("n", "1"))
@@ -158,17 +322,122 @@ def campaign_invite(request, name):
     if not 1 <= n <= 500:
         messages.error(request, "the number of invitation links must be between 1 and 500")
         return redirect("crowd:campaign", name=campaign.name)
+    label = request.POST.get("label", "").strip()[:50]
     try:  # links bound to this campaign: their raters see and do this campaign only
-        workers = engine.invite_workers(n, label=request.POST.get("label", "").strip()[:50], campaign=campaign)
+        workers = engine.invite_workers(n, label=label, campaign=campaign)
     except engine.EngineError as exc:  # e.g. an MTurk campaign: its workers come from MTurk
         messages.error(request, str(exc))
         return redirect("crowd:campaign", name=campaign.name)
+    audit.record(campaign, request.user, "invite", target=label, detail={"links": n})
     next_url = reverse("crowd:next", kwargs={"name": campaign.name})
     request.session["new_invites"] = [
         request.build_absolute_uri(reverse("crowd:join", kwargs={"token": w.token})) + f"?next={next_url}"
         for w in workers
     ]
-    return redirect("crowd:campaign", name=campaign.name)
+    messages.success(request, f"{n} invitation links created; they are listed under Invitation links.")
+    return redirect(reverse("crowd:campaign", kwargs={"name": campaign.name}) + "#invitations")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_invitations(request, name):
+    """GET: the campaign's invitation links (state, copy buttons, revoke forms). POST ``worker``
+    (its id) and optional ``reason``: revoke that link (:func:`crowd.audit.revoke_invitation`);
+    irreversible, so without ``confirmed=yes`` the answer is a confirmation page."""
+    campaign = owned_campaign(request, name)
+    if request.method == "GET":
+        return render(request, "crowd/owner/invitations.html", {
+            "campaign": campaign, "invitations": invitation_rows(request, campaign)
+            if campaign.provider == Campaign.LOCAL else []})
+    worker = request.POST.get("worker", "")
+    row = next((r for r in invitation_rows(request, campaign) if str(r["worker"].pk) == worker), None)
+    if row is None or row["state"] == "revoked":
+        messages.error(request, "no such invitation link, or it was revoked already")
+        return redirect(reverse("crowd:campaign", kwargs={"name": campaign.name}) + "#invitations")
+    if not confirmed(request):
+        label = f"{row['worker'].rater_id}" + (f" ({row['worker'].label})" if row["worker"].label else "")
+        return confirmation(request, campaign, title=f"Revoke the invitation link of {label}?", consequences=[
+            "Revoking is final: the link stops working at once and cannot be made to work again.",
+            "Its holder no longer sees or does this campaign; a task they hold now is returned to the pool.",
+            f"Answers already given ({row['tasks']} tasks taken) stay as they are; use the worker overrides to "
+            "uncount them.",
+        ], button="Revoke the link", action=reverse("crowd:campaign-invitations", kwargs={"name": campaign.name}),
+            fields={"worker": worker, "reason": request.POST.get("reason", "")[:1000]})
+    try:
+        audit.revoke_invitation(campaign, row["worker"].pk, request.user, request.POST.get("reason", ""))
+    except engine.EngineError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"The invitation link of {row['worker'].rater_id} is revoked.")
+    return redirect(reverse("crowd:campaign", kwargs={"name": campaign.name}) + "#invitations")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def campaign_workers(request, name):
+    """GET: the override form (any worker of the campaign). POST ``worker`` (rater id), ``action``
+    (block, unblock, count, uncount) and a required ``reason``: apply the override and record it in
+    the audit trail (:func:`crowd.audit.override_worker`); errors change nothing."""
+    campaign = owned_campaign(request, name)
+    if request.method == "GET":
+        from crowd.models import Worker
+
+        workers = Worker.objects.filter(assignments__campaign=campaign).distinct().order_by("provider", "external_id")
+        statuses = dict(campaign.worker_statuses.values_list("worker_id", "state"))
+        return render(request, "crowd/owner/workers.html", {
+            "campaign": campaign, "overrides": audit.OVERRIDES,
+            "workers": [{"id": w.rater_id, "label": w.label, "status": statuses.get(w.pk, "ok")} for w in workers],
+            "audit_entries": AuditEntry.objects.filter(campaign=campaign)[:200],
+        })
+    try:
+        worker = audit.campaign_worker(campaign, request.POST.get("worker", ""))
+        message = audit.override_worker(campaign, worker, request.POST.get("action", ""), request.user,
+                                        request.POST.get("reason", ""))
+    except engine.EngineError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, message)
+    return redirect(reverse("crowd:campaign", kwargs={"name": campaign.name}) + "#workers")
+
+
+@login_required
+@require_GET
+def campaign_status(request, name):
+    """JSON of the live counts the campaign page polls (no report is computed): ``state``,
+    ``items``, ``complete_items``, ``gold_items``, ``judgments``, ``needed``, ``percent`` (judgments
+    / needed x 100, one decimal), ``late`` and ``by_state``."""
+    campaign = owned_campaign(request, name)
+    counts = engine.campaign_counts(campaign)
+    percent = round(100 * counts["judgments"] / counts["needed"], 1) if counts["needed"] else 0.0
+    return JsonResponse({"campaign": campaign.name, "state": campaign.state, **counts, "percent": percent})
+
+
+@login_required
+@require_GET
+def campaign_preview(request, name):
+    """A task of the campaign rendered exactly as a rater sees it (the kind's own template), for
+    its owners: ``?item=<position>`` picks the item (default: the first real item). Nothing is
+    recorded: no assignment, no judgment, no worker; the form's submit button is disabled and the
+    form posts nowhere."""
+    campaign = owned_campaign(request, name)
+    items = Item.objects.filter(campaign=campaign).order_by("is_gold", "position")
+    try:
+        position = int(request.GET.get("item", ""))
+    except ValueError:
+        position = None
+    item = items.filter(position=position).first() if position is not None else None
+    item = item or items.first()
+    if item is None:
+        raise Http404("this campaign has no items")
+    neighbours = list(Item.objects.filter(campaign=campaign, is_gold=item.is_gold).order_by("position")
+                      .values_list("position", flat=True))
+    i = neighbours.index(item.position)
+    return render(request, "crowd/owner/preview.html", {
+        "campaign": campaign, "item": item, **task_context(campaign, campaign.kind, item.payload),
+        "previous": neighbours[i - 1] if i else None, "next": neighbours[i + 1] if i + 1 < len(neighbours) else None,
+        "gold_first": Item.objects.filter(campaign=campaign, is_gold=True).order_by("position")
+        .values_list("position", flat=True).first(),
+    })
 
 
 @login_required
