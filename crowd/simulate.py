@@ -22,12 +22,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
 from .kinds import RaterProfile, get_kind
 from .models import Assignment, Campaign, Worker
 
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+#: Seconds a simulated rater "reads" each task (added to its work time; above the speed check's floor).
+SIMULATED_READING_SECONDS = 5
 SUBMIT_KEY = re.compile(r'name="submit_key" value="([^"]+)"')
 ITEM = re.compile(r'name="item" value="([^"]+)"')
 TASK_URL = re.compile(r"/rate/[\w-]+/task/(\d+)/$")
@@ -202,6 +205,10 @@ class SimulatedRater:
             self.count(f"http_{status}")
             return
         pk = int(TASK_URL.search(task_path).group(1))
+        # a person reads the task before answering: move the acceptance back by a reading time, so
+        # the speed check (crowd.quality.speed_check) sees a human pace, not the simulator's
+        self.read(lambda: Assignment.objects.filter(pk=pk, state=Assignment.ACCEPTED).update(
+            accepted_at=F("accepted_at") - timedelta(seconds=SIMULATED_READING_SECONDS)))
         a = self.read(lambda: Assignment.objects.select_related("item").get(pk=pk))
         form = {
             "csrfmiddlewaretoken": CSRF.search(html).group(1), "submit_key": SUBMIT_KEY.search(html).group(1),

@@ -270,7 +270,8 @@ def test_rating_campaign_through_mturk_frame(browser, live_server, fake, turk, d
     open_hit(browser, turk, hit.hit_id, aids[w], w)
     assert not browser.find_elements(By.ID, "preview-notice")
     assert browser.find_element(By.ID, "submit").is_enabled()
-    assert re.fullmatch(r"Time left: \d+ s", browser.find_element(By.ID, "time-left").text)
+    # the time left in words (issue 15: "9 min 59 s left", not "Time left: 599 s")
+    assert re.fullmatch(r"(10 min|9 min( \d{1,2} s)?) left", browser.find_element(By.ID, "time-left").text)
     local = Assignment.objects.get(campaign=campaign, provider_ref=aids[w])
     assert (local.state, local.worker.external_id, local.item_id) == (Assignment.ACCEPTED, w, hit.item_id)
     browser.find_element(By.ID, "caption").click()  # focus the framed document

@@ -1,6 +1,8 @@
 """The rater pages in real headless Chromium, for each of the five task kinds: invitation link,
 preview, accept with the mouse, answer with the keyboard (or the mouse), submit, and what the
-database then holds; invalid answers, returning a task, a phone-size window, a paused campaign."""
+database then holds; invalid answers, returning a task, a phone-size window, a paused campaign.
+Since issue 15 a rater accepts once: each submission (or return) is followed by the next task,
+already accepted (tests/test_rater_flow.py tests that flow with the keyboard only)."""
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -57,12 +59,14 @@ def start(driver, live_server, dataset, kind, *, options=None, state=Campaign.LI
 
 
 def accept_with_mouse(driver, campaign, worker) -> Assignment:
-    """On the preview: the inputs are disabled; click Accept, wait for the task form."""
+    """On the preview: the inputs can be tried (nothing is recorded); click Accept, wait for the
+    task form."""
     wait(driver).until(lambda d: d.find_elements(By.ID, "preview-notice"))
     assert driver.find_element(By.CSS_SELECTOR, ".task").get_attribute("data-kind") == campaign.kind
     fields = driver.find_elements(By.CSS_SELECTOR, "#accept-form fieldset input, #accept-form fieldset textarea")
-    assert fields and all(not f.is_enabled() for f in fields)
+    assert fields and all(f.is_enabled() for f in fields)
     assert not driver.find_elements(By.ID, "task-form")
+    assert not Assignment.objects.filter(campaign=campaign, worker=worker, state=Assignment.ACCEPTED).exists()
     driver.find_element(By.ID, "accept").click()
     wait(driver).until(lambda d: d.find_elements(By.ID, "task-form"))
     assert not driver.find_elements(By.ID, "preview-notice")
@@ -100,14 +104,22 @@ def checked(driver, name):
     return [r.get_attribute("value") for r in driver.find_elements(By.CSS_SELECTOR, f'input[name="{name}"]') if r.is_selected()]
 
 
-def after_submit(driver, old_form):
-    """Wait for the page after a submission (next preview or the no-task page); return it as
-    "preview" or the no-task reason, having checked the success message."""
+def after_submit(driver, old_form, message=SUCCESS):
+    """Wait for the page after a submission (the next task, already accepted, or the no-task
+    page); return it as "task" or the no-task reason, having checked the success message."""
     wait(driver).until(stale(old_form))
-    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#preview-notice, #reason"))
-    assert [li.text for li in driver.find_elements(By.CSS_SELECTOR, "ul.messages li")] == [SUCCESS]
+    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#task-form, #reason"))
+    assert not driver.find_elements(By.ID, "preview-notice")  # no extra Accept click per task
+    assert [li.text for li in driver.find_elements(By.CSS_SELECTOR, "ul.messages li")] == [message]
     reason = driver.find_elements(By.ID, "reason")
-    return reason[0].get_attribute("data-reason") if reason else "preview"
+    return reason[0].get_attribute("data-reason") if reason else "task"
+
+
+def next_task(campaign, worker, previous) -> Assignment:
+    """The task the last submission (or return) accepted: another item than ``previous``."""
+    b = Assignment.objects.select_related("item").get(campaign=campaign, worker=worker, state=Assignment.ACCEPTED)
+    assert b.item_id != previous.item_id
+    return b
 
 
 def response_status(driver):
@@ -229,18 +241,25 @@ def test_answer_with_the_keyboard(browser, live_server, dataset, kind):
     campaign, worker = start(browser, live_server, dataset, kind, options=options)
     if kind in ("rating", "forced_choice", "visual_atom"):
         wait(browser).until(lambda d: d.find_elements(By.ID, "preview-notice"))
-        keys(browser, "1", "b", "y")  # the shortcut keys do nothing on a preview
-        assert browser.execute_script("return document.querySelectorAll('input:checked').length") == 0
+        keys(browser, "1", "b", "y")  # the shortcut keys work on a preview, to try them; nothing is recorded
+        assert browser.execute_script("return document.querySelectorAll('input:checked').length") >= 1
+        assert not Assignment.objects.filter(campaign=campaign).exists()
     a = accept_with_mouse(browser, campaign, worker)
+    assert browser.execute_script("return document.querySelectorAll('input:checked').length") == 0
     form = browser.find_element(By.ID, "task-form")
     check = KEYBOARD[kind](browser, a)
     landed = after_submit(browser, form)
-    assert landed == ("done" if kind == "visual_atom" else "preview")
-    if landed == "done":
-        assert "nothing left" in browser.find_element(By.ID, "reason").text
+    # one visual-atom item: its last judgment completes the campaign, which then finishes itself
+    assert landed == ("finished" if kind == "visual_atom" else "task")
+    if landed == "finished":
+        assert "finished" in browser.find_element(By.ID, "reason").text
+        campaign.refresh_from_db()
+        assert campaign.state == Campaign.FINISHED
+    else:
+        next_task(campaign, worker, a)
     a = assert_submitted(a)
     check(a, campaign, worker)
-    assert Assignment.objects.filter(campaign=campaign).count() == 1
+    assert Assignment.objects.filter(campaign=campaign).count() == (1 if landed == "finished" else 2)
 
 
 # --- answering with the mouse ----------------------------------------------------------------------------------
@@ -261,16 +280,15 @@ def test_answer_with_the_mouse(browser, live_server, dataset, kind):
         expected = {"visual": True}
     form = browser.find_element(By.ID, "task-form")
     browser.find_element(By.ID, "submit").click()
-    assert after_submit(browser, form) == "preview"
+    assert after_submit(browser, form) == "task"
     a = assert_submitted(a)
     assert a.answer == expected
     if kind == "rating":
         assert dict(HumanJudgment.objects.filter(campaign=campaign).values_list("criterion", "score")) == {
             "relevance": 2.0, "thoroughness": 3.0,
         }
-    # The next task is a different item, accepted and shown the same way.
-    b = accept_with_mouse(browser, campaign, worker)
-    assert b.item_id != a.item_id
+    # The next task is a different item, accepted by the submission and shown the same way.
+    next_task(campaign, worker, a)
 
 
 # --- invalid answers -------------------------------------------------------------------------------------
@@ -345,7 +363,7 @@ def test_invalid_answer_shows_error_and_stores_nothing(browser, live_server, dat
     # Corrected on the error page, the answer is stored.
     form = browser.find_element(By.ID, "task-form")
     expected = fix(browser, a)
-    assert after_submit(browser, form) == "preview"
+    assert after_submit(browser, form) == "task"
     assert assert_submitted(a).answer == expected
 
 
@@ -363,15 +381,12 @@ def test_return_task_with_a_reason(browser, live_server, dataset):
     assert checked(browser, "choice") == []
     form = browser.find_element(By.ID, "return-form")
     browser.find_element(By.ID, "return").click()
-    wait(browser).until(stale(form))
-    wait(browser).until(lambda d: d.find_elements(By.ID, "preview-notice"))
-    assert [li.text for li in browser.find_elements(By.CSS_SELECTOR, "ul.messages li")] == ["The task was returned."]
+    assert after_submit(browser, form, "The task was returned.") == "task"
     a.refresh_from_db()
     assert (a.state, a.return_reason, a.slot, a.answer) == (Assignment.RETURNED, reason, None, None)
     assert not PairwiseJudgment.objects.filter(campaign=campaign).exists()
-    # The returned item is not offered again.
-    b = accept_with_mouse(browser, campaign, worker)
-    assert b.item_id != a.item_id
+    # The returned item is not offered again: the next task, served at once, is another one.
+    next_task(campaign, worker, a)
 
 
 # --- a phone-size window ------------------------------------------------------------------------------------
@@ -401,7 +416,7 @@ def test_phone_size_window(browser, live_server, dataset, kind):
     rect = browser.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right]", submit)
     assert 0 <= rect[0] and rect[1] <= browser.execute_script("return window.innerWidth")
     wait(browser).until(EC.element_to_be_clickable(submit)).click()
-    assert after_submit(browser, submit) == "preview"
+    assert after_submit(browser, submit) == "task"
     assert no_horizontal_scroll(browser)
     a = assert_submitted(a)
     if kind == "rating":

@@ -7,6 +7,13 @@ lists only those, and every page of another campaign answers 404 exactly as a ca
 not exist. Being logged in (owner, staff, superuser) makes nobody a rater
 (:func:`crowd.engine.worker_for_user`). Raters only ever see their own assignments: another
 rater's assignment id answers 404 exactly as a missing one does, and changes nothing.
+
+The flow (docs/campaigns.md, "The rater's flow"): the rater accepts once, on the first preview;
+after that every submission (and every returned task) is followed by the next task, accepted by
+the same request through :func:`crowd.engine.accept` (so the engine's guarantees hold unchanged),
+until there is none or the rater chooses "Submit and stop". Each task page says "Task n of N"
+(:func:`progress`), the time left in words (:func:`friendly_duration`) and, to a warned rater, what
+the quality checks found and what happens next (:func:`crowd.quality.rater_warning`).
 """
 from __future__ import annotations
 
@@ -22,11 +29,66 @@ from django.views.decorators.http import require_GET, require_POST
 
 from crowd import engine
 from crowd.kinds import AnswerError, get_kind
-from crowd.models import Assignment, Campaign, Worker
+from crowd.models import Assignment, Campaign, Item, Worker
 from crowd.providers import get_provider
+from crowd.quality import rater_warning
 from crowd.ratelimit import rater_limited
 
 LOCAL = get_provider(Campaign.LOCAL)
+
+
+def friendly_duration(seconds) -> str:
+    """A duration for people: ``599`` -> ``"9 min 59 s"``, ``45`` -> ``"45 s"``, ``3720`` ->
+    ``"1 h 2 min"``, ``0`` (or less) -> ``"0 s"``. ``seconds`` is a number of seconds; fractions are
+    dropped. The task page's script (templates/crowd/tasks/_script.html) counts down the same way."""
+    s = max(0, int(seconds))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    if h:
+        return f"{h} h {m} min" if m else f"{h} h"
+    if m:
+        return f"{m} min {sec} s" if sec else f"{m} min"
+    return f"{sec} s"
+
+
+def progress(campaign: Campaign, worker: Worker, item: Item, current: Assignment | None = None) -> tuple[int, int]:
+    """(n, N) for "Task n of N" of ``worker`` in ``campaign``, ``item`` being the task on screen
+    (their accepted assignment ``current``, or the previewed item when ``current`` is None).
+
+    n = the worker's submitted tasks in the campaign (check questions included) + 1, the task on
+    screen. N = the most tasks the worker can do in the campaign, counting those done: n + the
+    normal items still open to them (never given to them, with a free slot, within the per-worker
+    cap) + the check questions (gold items) still to come: at most the gold items they were never
+    given, and with gold served one task in ``gold_every`` only as many as the rule of
+    :func:`crowd.engine.gold_checks_required` serves over those items. Other raters take items at
+    the same time, so N can go down from one task to the next; it is never below n."""
+    mine = Assignment.objects.filter(campaign=campaign, worker=worker, verified=True)
+    n = mine.filter(state__in=Assignment.DONE_STATES).count() + 1
+    previewed = current is None  # the item on screen is not among ``mine`` yet
+    open_normal = engine._open_items(campaign, worker).count()
+    if previewed and not item.is_gold:
+        open_normal = max(0, open_normal - 1)
+    normal_taken = (mine.filter(item__is_gold=False, state__in=(engine.ACTIVE, *Assignment.DONE_STATES)).count()
+                    + (1 if previewed and not item.is_gold else 0))
+    if campaign.per_worker_cap is not None:
+        open_normal = max(0, min(open_normal, campaign.per_worker_cap - normal_taken))
+    gold_more = 0
+    if campaign.provider == Campaign.LOCAL and campaign.gold_every:
+        unseen = (Item.objects.filter(campaign=campaign, is_gold=True)
+                  .exclude(pk__in=mine.values("item_id")).count() - (1 if previewed and item.is_gold else 0))
+        if campaign.gold_every == 1:
+            gold_more = unseen
+        else:
+            # gold is due while graded <= normal // (gold_every - 1): over every normal task they can
+            # still reach, normal_end // (gold_every - 1) + 1 graded checks in all
+            normal_end = (mine.filter(item__is_gold=False).exclude(state=Assignment.RETURNED).count()
+                          + open_normal + (1 if previewed and not item.is_gold else 0))
+            gold_given = (mine.filter(item__is_gold=True, gold_correct__isnull=False).count()
+                          + (1 if item.is_gold else 0))
+            needed = max(normal_end // (campaign.gold_every - 1) + 1,
+                         engine.gold_checks_required(campaign)) - gold_given
+            gold_more = max(0, min(unseen, needed))
+    return n, max(n, n + open_normal + gold_more)
 
 
 def current_worker(request) -> Worker | None:
@@ -81,20 +143,27 @@ def next_task(request, name):
         return denied
     campaign = _live_campaign(name, worker)
     current = engine.active_assignment(campaign, worker)
-    if current:
+    if current and campaign.state != Campaign.FINISHED:  # a finished campaign takes no more answers
         return redirect("crowd:task", name=campaign.name, pk=current.pk)
     reason = engine.unavailable_reason(campaign, worker)
     item = None if reason else engine.preview(campaign, worker)
     if item is None:
         reason = reason or "done"
+        message = engine.REASONS[reason]
+        if reason == "blocked":
+            message += (" This happens when answers come too fast to have read the task, or check questions "
+                        "are answered against the instructions; a blocked rater's answers no longer count. "
+                        "If you think this is a mistake, write to the campaign's owner.")
         return render(request, "crowd/rater/none.html", {
-            "campaign": campaign, "reason": reason, "message": engine.REASONS[reason],
+            "campaign": campaign, "reason": reason, "message": message,
         })
     spec = get_kind(campaign.kind)
     order = spec.presentation_order(item.payload, random.Random(0))
+    n, total = progress(campaign, worker, item)
     return render(request, "crowd/rater/task.html", {
         "campaign": campaign, "spec": spec, "payload": item.payload, "preview": True,
         "task": spec.context(item.payload, order), "kind_template": spec.template,
+        "task_number": n, "task_total": total, "warning": rater_warning(campaign, worker),
     })
 
 
@@ -128,12 +197,27 @@ def _own_assignment(request, name, pk):
 
 def _render_task(request, assignment, errors=None, data=None, status=200):
     spec = get_kind(assignment.campaign.kind)
+    seconds_left = max(0, int((assignment.deadline - timezone.now()).total_seconds()))
+    n, total = progress(assignment.campaign, assignment.worker, assignment.item, assignment)
     return render(request, "crowd/rater/task.html", {
         "campaign": assignment.campaign, "spec": spec, "assignment": assignment, "payload": assignment.item.payload,
         "task": spec.context(assignment.item.payload, assignment.order), "kind_template": spec.template,
         "errors": errors or {}, "data": data or {}, "submit_key": secrets.token_hex(16),
-        "seconds_left": max(0, int((assignment.deadline - timezone.now()).total_seconds())),
+        "seconds_left": seconds_left, "time_left": friendly_duration(seconds_left),
+        "task_number": n, "task_total": total, "warning": rater_warning(assignment.campaign, assignment.worker),
     }, status=status)
+
+
+def _serve_next(request, campaign, worker):
+    """After a submission or a return: accept the rater's next task at once (the rater accepted the
+    campaign on its first preview) with :func:`crowd.engine.accept`, and show it; when there is none
+    (or the engine refuses) the campaign page says why."""
+    campaign = Campaign.objects.get(pk=campaign.pk)  # fresh: the submission may have finished it
+    try:
+        nxt = engine.accept(campaign, worker)
+    except engine.EngineError:
+        return redirect("crowd:next", name=campaign.name)
+    return redirect("crowd:task", name=campaign.name, pk=nxt.pk)
 
 
 @rater_limited
@@ -171,7 +255,9 @@ def submit(request, name, pk):
         messages.warning(request, "Your answer arrived after the time limit; it was kept and flagged for the owner.")
     elif result.created:
         messages.success(request, "Thank you, your answer was saved.")
-    return redirect("crowd:next", name=name)
+    if request.POST.get("then") == "stop":  # "Submit and stop": the campaign page, nothing accepted
+        return redirect("crowd:next", name=name)
+    return _serve_next(request, assignment.campaign, worker)
 
 
 @rater_limited
@@ -186,4 +272,4 @@ def return_task(request, name, pk):
         return render(request, "crowd/rater/error.html", {"campaign": assignment.campaign, "message": str(exc)},
                       status=exc.status)
     messages.info(request, "The task was returned.")
-    return redirect("crowd:next", name=name)
+    return _serve_next(request, assignment.campaign, worker)
