@@ -42,6 +42,7 @@ from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from . import images
 from .kinds import AnswerError, CampaignSpecError, get_kind
 from .kinds.base import check_url_template
 from .models import (
@@ -52,7 +53,7 @@ from .models import (
     Worker,
     WorkerStatus,
 )
-from .quality import gold_accuracy
+from .quality import check_min_seconds, gold_verdict, speed_check, speed_reason
 
 ACTIVE = Assignment.ACCEPTED
 
@@ -106,7 +107,8 @@ def create_campaign(
     """Create a campaign of ``kind`` over ``dataset`` with its items, in one transaction.
 
     ``options`` are kind options (e.g. ``images``, ``systems``, ``captions_per_set``, ``gold``,
-    ``atoms``, ``image_url``); ``seed`` fixes the sample of images, gold items and serving order.
+    ``atoms``, ``image_url``) and ``min_seconds_per_task`` (the speed check's floor, seconds, 0-3600,
+    :func:`crowd.quality.min_seconds_per_task`); ``seed`` fixes the sample of images, gold items and serving order.
     ``provider`` is ``local`` (invited raters) or ``mturk`` (Mechanical Turk, see crowd.mturk).
     Raises CampaignSpecError (nothing written) for a bad name, kind, option (e.g. an ``image_url``
     template that is not http(s), :func:`crowd.kinds.base.check_url_template`, or an image key
@@ -133,8 +135,11 @@ def create_campaign(
         raise CampaignSpecError(f"a campaign named {name!r} exists already")
     if options.get("image_url"):  # http(s) only, whatever the kind does with it
         check_url_template(str(options["image_url"]))
+    if options.get("min_seconds_per_task") is not None:  # the speed check's floor (crowd.quality)
+        options["min_seconds_per_task"] = check_min_seconds(options["min_seconds_per_task"])
     rng = random.Random(seed)
     items = spec.build_items(dataset, options, rng)
+    images.fill_urls(dataset, [it.payload for it in items])  # pictures from the dataset's image source
     positions = list(range(len(items)))
     rng.shuffle(positions)
     options["seed"] = seed
@@ -153,6 +158,8 @@ def create_campaign(
             batch_size=1000,
         )
         spec.prepare(campaign)
+        if state == Campaign.LIVE and (problem := images.campaign_image_problem(campaign)):
+            raise CampaignSpecError(problem)  # rolls the campaign back: nothing written
     return campaign
 
 
@@ -165,13 +172,17 @@ TRANSITIONS = {
 
 
 def set_state(campaign: Campaign, state: str) -> Campaign:
-    """Move a campaign to ``state`` (draft -> live <-> paused -> finished); EngineError otherwise."""
+    """Move a campaign to ``state`` (draft -> live <-> paused -> finished); EngineError otherwise.
+    Going live needs a picture for every item of a kind that shows images
+    (:func:`crowd.images.campaign_image_problem`; Conflict with a one-line message otherwise)."""
     if state not in TRANSITIONS:
         raise EngineError(f"unknown state {state!r}")
     with transaction.atomic():
         current = Campaign.objects.select_for_update().get(pk=campaign.pk)
         if state != current.state and state not in TRANSITIONS[current.state]:
             raise Conflict(f"a {current.state} campaign cannot become {state}")
+        if state == Campaign.LIVE and state != current.state and (problem := images.campaign_image_problem(current)):
+            raise Conflict(problem)  # a kind that shows images needs pictures (crowd.images)
         current.state = state
         current.save(update_fields=["state"])
     campaign.state = state
@@ -229,13 +240,13 @@ def add_raters(campaign: Campaign, workers) -> int:
 
 def is_rater(campaign: Campaign, worker: Worker) -> bool:
     """Whether ``worker`` is a rater of the local ``campaign`` (see :func:`add_raters`)."""
-    return CampaignRater.objects.filter(campaign=campaign, worker=worker).exists()
+    return CampaignRater.objects.filter(campaign=campaign, worker=worker, revoked_at__isnull=True).exists()
 
 
 def rater_campaigns(worker: Worker):
     """The local campaigns ``worker`` is a rater of (a queryset; the rater pages list and serve
-    only these)."""
-    return Campaign.objects.filter(provider=Campaign.LOCAL, raters__worker=worker)
+    only these). A revoked membership (:func:`crowd.audit.revoke_invitation`) does not count."""
+    return Campaign.objects.filter(provider=Campaign.LOCAL, raters__worker=worker, raters__revoked_at__isnull=True)
 
 
 def worker_state(campaign: Campaign, worker: Worker) -> str:
@@ -655,10 +666,13 @@ def submit(
         a.save()
         if counted:
             spec.record(a, answer)
-        if a.item.is_gold and a.verified:
+        if a.verified:  # gold thresholds and speed checks (crowd.quality)
             update_worker_status(a.campaign, worker)
+    newly = 0
     if a.awaiting_gold or a.gold_correct is not None:  # after the commit: see count_awaiting_gold
-        count_awaiting_gold(a.campaign, worker)
+        newly = count_awaiting_gold(a.campaign, worker)
+    if counted or newly:
+        finish_if_complete(a.campaign)
     return SubmitResult(a, True, late, counted)
 
 
@@ -780,28 +794,39 @@ def release_unconfirmed(campaign: Campaign | None = None, *, now=None, grace_sec
 
 
 def update_worker_status(campaign: Campaign, worker: Worker) -> str:
-    """Apply the campaign's gold thresholds to ``worker`` (see :mod:`crowd.quality`); returns the
-    new state (ok, warned, blocked). A block is final (an owner may lift it in the admin) and
-    releases the worker's counted work (:func:`release_counted_work`). Called after each gold
-    answer."""
-    n, correct = gold_accuracy(campaign, worker)
-    status, _ = WorkerStatus.objects.get_or_create(campaign=campaign, worker=worker, defaults={"state": WorkerStatus.OK})
-    if status.state == WorkerStatus.BLOCKED or n < campaign.gold_min_answers:
-        return status.state
-    accuracy = correct / n
-    if accuracy < campaign.gold_block_below:
-        status.state = WorkerStatus.BLOCKED
-        status.reason = f"gold accuracy {correct}/{n} = {accuracy:.0%} < {campaign.gold_block_below:.0%}"
-        status.save()
-        release_counted_work(campaign, worker)
-    elif accuracy < campaign.gold_warn_below:
-        status.state = WorkerStatus.WARNED
-        status.reason = f"gold accuracy {correct}/{n} = {accuracy:.0%} < {campaign.gold_warn_below:.0%}"
-        status.save()
-    elif status.state != WorkerStatus.OK:
-        status.state, status.reason = WorkerStatus.OK, ""
-        status.save()
-    return status.state
+    """Apply the campaign's quality checks to ``worker`` (see :mod:`crowd.quality`): the gold
+    thresholds (:func:`crowd.quality.gold_verdict`) and the speed check
+    (:func:`crowd.quality.speed_check`); returns the new state (ok, warned, blocked), the worse of
+    the two. The policy is ok -> warned -> blocked: a failed speed check blocks only a worker who
+    was warned already (otherwise it warns), so a rater always sees a warning before a speed block;
+    a gold accuracy under ``gold_block_below`` blocks at once, as before. A block is final (an owner
+    may lift it) and releases the worker's counted work (:func:`release_counted_work`). Called after
+    each verified submission (:func:`submit`) and each confirmed gold answer."""
+    with transaction.atomic():
+        status, _ = WorkerStatus.objects.select_for_update().get_or_create(
+            campaign=campaign, worker=worker, defaults={"state": WorkerStatus.OK})
+        if status.state == WorkerStatus.BLOCKED:
+            return status.state
+        gold, gold_reason = gold_verdict(campaign, worker)
+        speed = speed_check(campaign, worker)
+        fast = speed["verdict"]
+        if fast == "block" and status.state != WorkerStatus.WARNED:
+            fast = "warn"  # warned first, blocked on the next failed check
+        if gold == "block" or fast == "block":
+            state = WorkerStatus.BLOCKED
+            reason = gold_reason if gold == "block" else speed_reason(speed)
+        elif gold == "warn" or fast == "warn":
+            state = WorkerStatus.WARNED
+            reason = "; ".join(r for r in (gold_reason if gold == "warn" else "",
+                                           speed_reason(speed) if fast == "warn" else "") if r)
+        else:
+            state, reason = WorkerStatus.OK, ""
+        if (state, reason) != (status.state, status.reason):
+            status.state, status.reason = state, reason
+            status.save()
+        if state == WorkerStatus.BLOCKED:
+            release_counted_work(campaign, worker)
+    return state
 
 
 def release_counted_work(campaign: Campaign, worker: Worker) -> int:
@@ -816,6 +841,76 @@ def release_counted_work(campaign: Campaign, worker: Worker) -> int:
         _reopen(qs.filter(slot__isnull=False).values_list("item_id", flat=True))
         Assignment.objects.filter(pk__in=ids).update(counted=False, slot=None)
     return len(ids)
+
+
+def is_complete(campaign: Campaign) -> bool:
+    """Whether every (non-gold) item of ``campaign`` has its k counted judgments. One count: an item
+    never has more than k counted judgments (its k slots), so the campaign is complete exactly when
+    the counted non-gold assignments number items x k. A campaign without items is not complete."""
+    n_items = Item.objects.filter(campaign=campaign, is_gold=False).count()
+    if not n_items:
+        return False
+    counted = Assignment.objects.filter(campaign=campaign, counted=True, item__is_gold=False).count()
+    return counted >= n_items * campaign.judgments_per_item
+
+
+def finish_if_complete(campaign: Campaign) -> bool:
+    """Close a live local campaign whose every item is complete (:func:`is_complete`): its state
+    becomes ``finished`` (under the campaign's row lock, so two last submissions finish it once) and
+    an :class:`crowd.models.AuditEntry` ``auto-finish`` by ``system`` records it. Called by
+    :func:`submit` after a submission that counted. MTurk campaigns are left alone: work already
+    done on MTurk must still be collected (a finished campaign refuses submissions). Returns
+    whether the campaign was finished now."""
+    from .models import AuditEntry
+
+    if campaign.provider != Campaign.LOCAL or not is_complete(campaign):
+        return False
+    with transaction.atomic():
+        current = Campaign.objects.select_for_update().get(pk=campaign.pk)
+        if current.state != Campaign.LIVE:
+            return False
+        current.state = Campaign.FINISHED
+        current.save(update_fields=["state"])
+        n = Item.objects.filter(campaign=current, is_gold=False).count()
+        AuditEntry.objects.create(campaign=current, actor="system", action="auto-finish",
+                                  reason=f"every item is complete ({n} items x k = {current.judgments_per_item})",
+                                  detail={"items": n, "k": current.judgments_per_item})
+    campaign.state = Campaign.FINISHED
+    return True
+
+
+def count_stored_work(campaign: Campaign, worker: Worker) -> int:
+    """An owner's override: count ``worker``'s stored, uncounted answers in ``campaign`` (submitted
+    or approved, verified, non-gold; e.g. released by a block or an owner's uncount), each in its own
+    transaction under its row lock and its item's row lock, where the item still has a free slot (in
+    submission order; an answer finding none stays stored and uncounted, like a late one). The
+    campaign's kind records each counted answer. The gold gate is not applied (the owner decided);
+    a blocked worker's answers are not counted (unblock first). Returns the number counted."""
+    if worker_state(campaign, worker) == WorkerStatus.BLOCKED:
+        raise Conflict("this worker is blocked: unblock them before counting their answers", "blocked")
+    spec = get_kind(campaign.kind)
+    pks = list(Assignment.objects.filter(
+        campaign=campaign, worker=worker, verified=True, counted=False, item__is_gold=False,
+        state__in=(Assignment.SUBMITTED, Assignment.APPROVED), answer__isnull=False,
+    ).order_by("submitted_at", "pk").values_list("pk", flat=True))
+    counted = 0
+    for pk in pks:
+        with transaction.atomic():
+            a = (Assignment.objects.select_for_update(of=("self",)).select_related("item")
+                 .filter(pk=pk, counted=False).first())
+            if a is None:
+                continue
+            Item.objects.select_for_update().get(pk=a.item_id)
+            held = set(Assignment.objects.filter(item_id=a.item_id, slot__isnull=False).values_list("slot", flat=True))
+            free = [s for s in range(campaign.judgments_per_item) if s not in held]
+            if not free:
+                continue
+            a.slot, a.counted, a.awaiting_gold = free[0], True, False
+            _took_slot(a.item_id, free)
+            a.save(update_fields=["slot", "counted", "awaiting_gold"])
+            spec.record(a, a.answer)
+            counted += 1
+    return counted
 
 
 def campaign_counts(campaign: Campaign) -> dict:

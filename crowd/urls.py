@@ -1,11 +1,12 @@
 """URLs of the human side: rater pages under /rate/, owner pages under /campaigns/.
 
-The campaign report pages (``campaign``, ``campaign-report``, ``campaign-chart``) belong to the same
-``crowd`` namespace but live in analysis (crowd does not import analysis): the project's URLconf
-includes :mod:`analysis.campaign_urls`, which is these patterns plus those three."""
+The campaign report pages (``campaign``, ``campaign-report``, ``campaign-chart``) and the campaign
+list (``campaigns``, which reads stored reports) belong to the same ``crowd`` namespace but live in
+analysis (crowd does not import analysis): the project's URLconf includes
+:mod:`analysis.campaign_urls`, which is these patterns plus those four."""
 from django.urls import path
 
-from .views import mturk, mturk_owner, owner, rater
+from .views import images, mturk, mturk_owner, owner, rater
 
 app_name = "crowd"
 urlpatterns = [
@@ -21,14 +22,22 @@ urlpatterns = [
     path("mturk/<slug:name>/item/<int:item_pk>/", mturk.task, name="mturk-task"),
     path("mturk/<slug:name>/item/<int:item_pk>/submit/", mturk.submit, name="mturk-submit"),
     # owners
-    path("campaigns/", owner.campaign_list, name="campaigns"),
+    # (the campaign list "campaigns/" reads stored reports: analysis.campaign_urls)
     path("campaigns/new/", owner.campaign_new, name="campaign-new"),
     path("campaigns/<slug:name>/state/", owner.campaign_state, name="campaign-state"),
     path("campaigns/<slug:name>/invite/", owner.campaign_invite, name="campaign-invite"),
     path("campaigns/<slug:name>/publish-results/", owner.campaign_publish_results, name="campaign-publish-results"),
+    path("campaigns/<slug:name>/invitations/", owner.campaign_invitations, name="campaign-invitations"),
+    path("campaigns/<slug:name>/workers/", owner.campaign_workers, name="campaign-workers"),
+    path("campaigns/<slug:name>/status.json", owner.campaign_status, name="campaign-status"),
+    path("campaigns/<slug:name>/preview/", owner.campaign_preview, name="campaign-preview"),
     path("campaigns/<slug:name>/aggregate.csv", owner.campaign_aggregate, name="campaign-aggregate"),
     path("campaigns/<slug:name>/judgments.<str:fmt>", owner.campaign_export, name="campaign-export"),
     path("campaigns/<slug:name>/mturk/", mturk_owner.page, name="mturk"),
     path("campaigns/<slug:name>/mturk/<slug:action>/", mturk_owner.action, name="mturk-action"),
     path("campaigns/<slug:name>/mturk/batch/<int:pk>/<str:filename>", mturk_owner.batch_file, name="mturk-batch-file"),
+    # pictures (crowd.images): local/uploaded files, staff uploads, the owner's image URL check
+    path("datasets/<slug:name>/image-files/<path:key>", images.image_file, name="image-file"),
+    path("datasets/<slug:name>/image-upload/", images.image_upload, name="image-upload"),
+    path("campaigns/<slug:name>/images/", images.image_check, name="image-check"),
 ]

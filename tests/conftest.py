@@ -103,5 +103,40 @@ def stale(element):
 @pytest.fixture(autouse=True)
 def _no_rate_limit_unless_asked(settings):
     """Simulated raters act much faster than people: tests switch the rater rate limit off unless
-    they set ``settings.RATER_RATE_LIMIT`` themselves (tests/test_security.py does)."""
+    they set ``settings.RATER_RATE_LIMIT`` themselves (tests/test_security.py does). For the same
+    reason the speed check's default floor is 0 (off) in tests; campaigns with the option
+    ``min_seconds_per_task`` and tests that set ``settings.CROWD_MIN_SECONDS_PER_TASK`` check speed
+    (tests/test_rater_flow.py)."""
     settings.RATER_RATE_LIMIT = "0"
+    settings.CROWD_MIN_SECONDS_PER_TASK = 0
+
+
+#: the image source every dataset created in a test gets (tests marked ``real_image_sources`` excepted):
+#: campaigns of kinds that show images are published only with pictures (crowd.images), and tests
+#: about other things publish them. Port 9 (discard) on the loopback refuses at once, so a browser
+#: asking for such a picture neither waits nor reaches the network.
+TEST_IMAGE_URL = "http://127.0.0.1:9/test-images/{key}"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "real_image_sources: datasets get no test image source (tests/test_image_sources.py)")
+
+
+@pytest.fixture(autouse=True)
+def _test_image_source(request):
+    """Give every dataset created during the test the image URL template :data:`TEST_IMAGE_URL`,
+    unless the test is marked ``real_image_sources``."""
+    if request.node.get_closest_marker("real_image_sources"):
+        yield
+        return
+    from django.db.models.signals import pre_save
+
+    from crowd.models import Dataset
+
+    def give(sender, instance, **kwargs):
+        if instance.pk is None and not instance.image_source:
+            instance.image_source, instance.image_location = "url", TEST_IMAGE_URL
+
+    pre_save.connect(give, sender=Dataset, dispatch_uid="test-image-source")
+    yield
+    pre_save.disconnect(sender=Dataset, dispatch_uid="test-image-source")
