@@ -30,6 +30,7 @@ from .benchmarks import (
     column_title,
     comparison_csv_rows,
     comparison_latex,
+    headline_first,
 )
 from .models import Report
 from .tasks import REFRESH_SECONDS, read_report
@@ -115,6 +116,7 @@ def benchmark_page(request, name):
             "names": sig["display_names"],
         }
         context["criteria"] = report["protocol"].get("criteria") or []
+        context["statistics"] = headline_first(report.get("settings", {}).get("statistics") or [], report.get("headline"))
     return render(request, "analysis/benchmark.html", context)
 
 
@@ -146,38 +148,11 @@ def benchmark_json(request, name):
     return response
 
 
-def chart_entries(report: dict, level: str, statistic: str) -> tuple[list[dict], dict | None, str]:
-    """Bars (name, value, ci95, rank) of one report level/statistic, the ceiling to draw and why not."""
-    ranks = (report.get("significance", {}).get("permutation") or {}).get("ranks", {}) if statistic in (report["headline"],) else {}
-    entries = []
-    for key, m in report["metrics"].items():
-        if report["task"] == Dataset.TASK_FORCED_CHOICE:
-            if statistic in ("accuracy", "all"):
-                entries.append({"name": m["name"], "value": m["accuracy"], "ci95": m["ci95"], "rank": ranks.get(key)})
-            else:
-                cat = m["per_category"].get(statistic, {})
-                entries.append({"name": m["name"], "value": cat.get("accuracy"), "ci95": cat.get("ci95", [None, None]), "rank": None})
-            continue
-        block = m.get(level) or {}
-        if "values" not in block:
-            continue
-        entries.append({"name": m["name"], "value": block["values"].get(statistic), "ci95": block["ci95"].get(statistic, [None, None]),
-                        "rank": ranks.get(key) if level == "item" else None})
-    ceiling = report["ceiling"]["item"]
-    if report["task"] == Dataset.TASK_FORCED_CHOICE and statistic not in ("accuracy", "all"):
-        ceiling = report["ceiling"].get("per_category", {}).get(statistic, {"error": "no ceiling"})
-    note = ceiling.get("error", "")
-    same_unit = report["task"] == Dataset.TASK_FORCED_CHOICE or (level == "item" and ceiling.get("statistic") == statistic)
-    if "error" in ceiling:
-        return entries, None, note
-    if not same_unit:
-        return entries, ceiling, f"ceiling: {ceiling.get('method')} {ceiling.get('statistic')} at the item level"
-    return entries, ceiling, ""
-
-
 @require_GET
-def benchmark_chart(request, name, level, statistic):
-    """PNG bars of one level/statistic of the stored benchmark report; 503 while it is computed."""
+def benchmark_chart(request, name, level, statistic, fmt="png"):
+    """Bars of one level/statistic of the stored benchmark report as PNG, SVG or PDF (x100, the
+    ceiling only on its own statistic, 50% chance on accuracies: :func:`analysis.charts.bar_entries`);
+    503 while it is computed."""
     dataset = get_object_or_404(Dataset, name=name)
     try:
         settings = _settings(request)
@@ -191,18 +166,26 @@ def benchmark_chart(request, name, level, statistic):
     if level not in ("item", "image", "system"):
         raise Http404("unknown level")
     digest = hashlib.sha256(json.dumps([level, statistic, report], sort_keys=True).encode()).hexdigest()
-    key = f"benchmark-chart:{digest}"
+    key = f"benchmark-chart:{digest}:{fmt}"
     png = cache.get(key)
     if png is None:
-        entries, ceiling, note = chart_entries(report, level, statistic)
+        from .charts import bar_entries
+
+        bars = bar_entries(report, level, statistic)
+        entries = [{"name": e["name"], "value": e["value"], "ci95": [e["lo"], e["hi"]], "rank": e["rank"]} for e in bars["entries"]]
+        ceiling = bars["ceiling"] and {"value": bars["ceiling"]["value"], "ci95": [bars["ceiling"]["lo"], bars["ceiling"]["hi"]],
+                                       "label": bars["ceiling"]["label"]}
         title = f"{report['dataset']} ({report.get('criterion') or report['task']}), {level} level"
-        png = plots.benchmark_bars_png(entries, LABELS.get(statistic, statistic), ceiling, title, note)
+        png = plots.benchmark_bars_png(entries, bars["label"], ceiling, title, bars["note"], chance=bars["chance"], fmt=fmt)
         cache.set(key, png, 3600)
-    return HttpResponse(png, content_type="image/png")
+    response = HttpResponse(png, content_type=plots.FORMATS[fmt])
+    if fmt != "png":
+        response["Content-Disposition"] = f'attachment; filename="{name}-{level}-{statistic}.{fmt}"'
+    return response
 
 
 @require_GET
-def significance_png(request, name):
+def significance_png(request, name, fmt="png"):
     """p-value heat map of the stored benchmark report's permutation test; 503 while it is computed."""
     dataset = get_object_or_404(Dataset, name=name)
     try:
@@ -217,7 +200,11 @@ def significance_png(request, name):
     sig = report.get("significance", {}).get("permutation")
     if not sig:
         raise Http404("no significance test in this report (fewer than 2 metrics)")
-    return HttpResponse(plots.p_value_heatmap_png(sig["display_names"], sig["p_values"], sig["alpha"]), content_type="image/png")
+    response = HttpResponse(plots.p_value_heatmap_png(sig["display_names"], sig["p_values"], sig["alpha"], fmt=fmt),
+                            content_type=plots.FORMATS[fmt])
+    if fmt != "png":
+        response["Content-Disposition"] = f'attachment; filename="{name}-significance.{fmt}"'
+    return response
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from metrics.models import SetScore
 
 from . import cached_reports, plots
 from .diversity import DEFAULT_BETA2, diversity_summary, find_run, word_frequency_curves
+from .explorer import image_captions
 from .models import Report
 from .reports import ReportError
 from .tasks import REFRESH_SECONDS, computing_context, request_report
@@ -97,30 +98,35 @@ def diversity_csv(request, name):
     return response
 
 
-def _chart(kind: str, data, draw) -> HttpResponse:
-    """A PNG drawn by ``draw()`` from ``data`` (JSON-serialisable: exactly what the chart shows),
-    kept in the cache under the SHA-256 of that data, so an unchanged chart is drawn once."""
-    key = f"diversity-chart:{kind}:" + hashlib.sha256(json.dumps(data, default=str).encode()).hexdigest()
+def _chart(kind: str, data, draw, fmt: str = "png") -> HttpResponse:
+    """A figure (``fmt``: png, svg or pdf) drawn by ``draw()`` from ``data`` (JSON-serialisable:
+    exactly what the chart shows), kept in the cache under the SHA-256 of that data, so an
+    unchanged chart is drawn once. SVG and PDF are downloads (figures for papers)."""
+    key = f"diversity-chart:{kind}:{fmt}:" + hashlib.sha256(json.dumps(data, default=str).encode()).hexdigest()
     png = cache.get(key)
     if png is None:
         png = draw()
         cache.set(key, png, 3600)
-    return HttpResponse(png, content_type="image/png")
+    response = HttpResponse(png, content_type=plots.FORMATS[fmt])
+    if fmt != "png":
+        response["Content-Disposition"] = f'attachment; filename="diversity-{kind}.{fmt}"'
+    return response
 
 
 @require_GET
-def scatter_png(request, name):
+def scatter_png(request, name, fmt="png"):
     _, summary = _summary_or_404(name, request)
     points = [(r["system"], r["self_cider"], r["set_accuracy"]) for r in summary["systems"]]
-    return _chart("scatter", points, lambda: plots.diversity_accuracy_png(points))
+    return _chart("scatter", points, lambda: plots.diversity_accuracy_png(points, fmt=fmt), fmt)
 
 
 @require_GET
-def f_score_png(request, name):
+def f_score_png(request, name, fmt="png"):
     _, summary = _summary_or_404(name, request)
     rows = [r for r in summary["systems"] if r["f_score"] is not None]
     names, values = [r["system"] for r in rows], [r["f_score"] for r in rows]
-    return _chart("f-score", [names, values, summary["beta2"]], lambda: plots.f_score_bars_png(names, values, summary["beta2"]))
+    return _chart("f-score", [names, values, summary["beta2"]],
+                  lambda: plots.f_score_bars_png(names, values, summary["beta2"], fmt=fmt), fmt)
 
 
 @require_GET
@@ -166,7 +172,20 @@ def image_page(request, name, key):
     return render(request, "analysis/image.html", {
         "dataset": dataset, "image": image, "detail": row.data, "m": m, "query": f"?{query}" if query else "",
         "image_href": href, "computing": None if row.status == Report.DONE else computing_context(row),
+        "picture": _picture_url(image), "scored": image_captions(dataset, image),
     })
+
+
+def _picture_url(image) -> str | None:
+    """Where the browser loads ``image``'s picture from (:func:`crowd.images.image_url`: the
+    dataset's image source, or the image's own http(s) URL), or None when there is none."""
+    try:
+        from crowd.images import image_url
+    except ImportError:  # an installation without image sources
+        return None
+    url = image_url(image)
+    # only a web address or a path on this site: the value is data and could say javascript:
+    return url if url and url.lower().startswith(("http://", "https://", "/")) and not url.startswith("//") else None
 
 
 def _cached_png(row: Report, name: str, draw) -> HttpResponse:

@@ -19,70 +19,106 @@ import numpy as np  # noqa: E402
 matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 
 
-def scatter_png(metric_values, human_values, metric_name: str, human_label: str, title: str = "") -> bytes:
-    """PNG scatter of per-caption metric score (x) against mean human rating (y) with the
-    least-squares line y = a x + b (numpy.polyfit, degree 1).
+#: the export formats of every figure, with their content types
+FORMATS = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
+# SVG text as paths: no font is needed to view it, and no user text ends up as SVG markup
+matplotlib.rcParams["svg.fonttype"] = "path"
 
-    metric_values, human_values : 1-D arrays of equal length n >= 2.
+
+def save(fig, fmt: str = "png", **kwargs) -> bytes:
+    """The figure as ``fmt`` bytes (one of :data:`FORMATS`; ValueError otherwise), then closed."""
+    if fmt not in FORMATS:
+        plt.close(fig)
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, **kwargs)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _legend_below(ax, fig=None, ncol: int = 1) -> None:
+    """The legend under the plot area (outside the axes), never over the marks."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=7, frameon=False, ncol=ncol)
+
+
+def scatter_figure(metric_values, human_values, metric_name: str, human_label: str, title: str = "",
+                   fmt: str = "png", fit: dict | None = None, y_domain=None) -> bytes:
+    """Scatter of per-caption metric score (x) against mean human rating (y), every caption drawn,
+    with the least-squares line clipped to the data (:func:`analysis.charts.clipped_fit`: over
+    the data's x range, inside its y range; computed here unless ``fit`` is given) and the y axis
+    limited to the rating scale (``y_domain`` [lo, hi], default the data's range). Legend below.
+
+    metric_values, human_values : 1-D arrays of equal length; fmt : "png", "svg" or "pdf".
     """
+    from .charts import clipped_fit
+
     x, y = np.asarray(metric_values, float), np.asarray(human_values, float)
-    fig, ax = plt.subplots(figsize=(4.2, 3.4), dpi=100)
-    ax.scatter(x, y, s=8, alpha=0.35, color="#1f77b4", edgecolors="none")
-    if len(x) >= 2 and np.ptp(x) > 0:
-        slope, intercept = np.polyfit(x, y, 1)
-        xs = np.linspace(x.min(), x.max(), 50)
-        ax.plot(xs, slope * xs + intercept, color="#d62728", lw=2, label=f"fit: y = {slope:.2f}x + {intercept:.2f}")
-        ax.legend(loc="lower right", fontsize=8, frameon=False)
+    fig, ax = plt.subplots(figsize=(4.6, 4.0), dpi=100)
+    ax.scatter(x, y, s=8, alpha=0.35 if len(x) < 5000 else 0.12, color="#1f77b4", edgecolors="none")
+    fit = fit if fit is not None else clipped_fit(x, y)
+    if fit:
+        ax.plot(fit["x"], fit["y"], color="#d62728", lw=2,
+                label=f"least-squares fit over the data: y = {fit['slope']:.3g}x + {fit['intercept']:.3g}")
+        _legend_below(ax)
+    if y_domain is None and len(y):
+        y_domain = [float(np.nanmin(y)), float(np.nanmax(y))]
+    if y_domain and y_domain[1] > y_domain[0]:
+        pad = 0.04 * (y_domain[1] - y_domain[0])
+        ax.set_ylim(y_domain[0] - pad, y_domain[1] + pad)
     ax.set_xlabel(metric_name)
     ax.set_ylabel(human_label)
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return save(fig, fmt)
 
 
-def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", statistic: str = "kendall_tau_b") -> bytes:
-    """PNG bar chart of one statistic per metric with its 95% interval, and the human ceiling
-    (split-half reliability, same statistic when available, else Spearman-Brown Pearson) as a
-    horizontal band: metrics cannot be expected to agree with people better than people agree
-    with each other.
+def scatter_png(metric_values, human_values, metric_name: str, human_label: str, title: str = "") -> bytes:
+    """PNG of :func:`scatter_figure`."""
+    return scatter_figure(metric_values, human_values, metric_name, human_label, title)
+
+
+def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", statistic: str = "kendall_tau_b",
+                         fmt: str = "png") -> bytes:
+    """Bar chart of one statistic per metric, x100 as in the tables, with its 95% interval, and
+    the human ceiling (split-half reliability) as a red line with its interval as a band only when
+    the ceiling was computed in that same statistic (a Kendall tau-b ceiling is not drawn on a
+    tau-c chart; the subtitle says so). Legend below the bars.
 
     correlations : {metric: {"name", statistic: float, "ci95": {statistic: [lo, hi]}}}
     ceiling : split-half dict (see analysis.statistics.split_half_reliability) or {}.
     """
     names = [m["name"] for m in correlations.values()]
-    values = [m.get(statistic) or 0.0 for m in correlations.values()]
+    values = [100 * (m.get(statistic) or 0.0) for m in correlations.values()]
     lo, hi = [], []
     for v, m in zip(values, correlations.values()):
         # a percentile bootstrap interval need not contain the estimate: clip, never a negative error bar
         low, high = (m.get("ci95") or {}).get(statistic) or (None, None)
-        lo.append(0.0 if low is None else max(0.0, v - low))
-        hi.append(0.0 if high is None else max(0.0, high - v))
-    fig, ax = plt.subplots(figsize=(max(3.5, 0.8 * len(names) + 1.5), 3.4), dpi=100)
+        lo.append(0.0 if low is None else max(0.0, v - 100 * low))
+        hi.append(0.0 if high is None else max(0.0, 100 * high - v))
+    fig, ax = plt.subplots(figsize=(max(3.5, 0.8 * len(names) + 1.5), 3.8), dpi=100)
     if names:
         ax.bar(names, values, yerr=[lo, hi], color="#2a7ae2", capsize=3)
-    ceil_key = statistic if statistic in ("pearson", "spearman", "kendall_tau_b") else "kendall_tau_b"
-    level = ceiling.get(ceil_key) if ceiling else None
+    level = ceiling.get(statistic) if ceiling else None
     if level is not None:
-        ci = (ceiling.get("ci") or {}).get(ceil_key)
-        ax.axhline(level, color="#d62728", lw=2, label=f"human ceiling (split-half {ceil_key}) {level:.2f}")
+        ci = (ceiling.get("ci") or {}).get(statistic)
+        ax.axhline(100 * level, color="#d62728", lw=2, label=f"human ceiling (split-half {statistic.replace('_', ' ')}) {100 * level:.1f}")
         if ci and None not in ci:
-            ax.axhspan(ci[0], ci[1], color="#d62728", alpha=0.12)
-        ax.legend(loc="upper right", fontsize=7, frameon=False)
-    ax.set_ylabel(statistic.replace("_", " "))
+            ax.axhspan(100 * ci[0], 100 * ci[1], color="#d62728", alpha=0.12)
+        _legend_below(ax)
+    elif ceiling:
+        ax.annotate(f"no human ceiling in {statistic.replace('_', ' ')}", (0.5, 1.0), xycoords="axes fraction",
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=6.5, color="#d62728")
+    ax.set_ylabel(statistic.replace("_", " ") + " (x100)")
     ax.axhline(0, color="#444", lw=0.8)
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=9, pad=12)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return save(fig, fmt)
 
 
 # --------------------------------------------------------------------------------------------
@@ -91,15 +127,12 @@ def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", sta
 _COLOURS = plt.get_cmap("tab10").colors
 
 
-def _png(fig) -> bytes:
+def _png(fig, fmt: str = "png") -> bytes:
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return save(fig, fmt)
 
 
-def diversity_accuracy_png(points, diversity_name: str = "Self-CIDEr diversity", accuracy_name: str = "accuracy (CIDEr-D)") -> bytes:
+def diversity_accuracy_png(points, diversity_name: str = "Self-CIDEr diversity", accuracy_name: str = "accuracy (CIDEr-D)", fmt: str = "png") -> bytes:
     """PNG scatter of diversity (x) against accuracy (y), one labelled point per system
     (Wang & Chan 2019, Fig. 4).
 
@@ -115,10 +148,10 @@ def diversity_accuracy_png(points, diversity_name: str = "Self-CIDEr diversity",
     ax.set_ylabel(accuracy_name)
     ax.set_title("diversity vs accuracy per system", fontsize=10)
     ax.grid(alpha=0.3)
-    return _png(fig)
+    return _png(fig, fmt)
 
 
-def f_score_bars_png(names, values, beta2: float) -> bytes:
+def f_score_bars_png(names, values, beta2: float, fmt: str = "png") -> bytes:
     """PNG bars of the F-score per system (Wang & Chan 2019, Sec. 5; beta^2 weights diversity).
 
     names : system names; values : F-scores (NaN drawn as 0 with no label).
@@ -132,7 +165,7 @@ def f_score_bars_png(names, values, beta2: float) -> bytes:
     ax.set_ylabel(f"F-score (beta^2 = {beta2:g})")
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return _png(fig, fmt)
 
 
 def vocabulary_png(curves) -> bytes:
@@ -204,19 +237,23 @@ def mds_png(coordinates, groups, title: str = "") -> bytes:
     return _png(fig)
 
 
-def benchmark_bars_png(entries: list[dict], statistic_label: str, ceiling: dict | None, title: str = "", ceiling_note: str = "") -> bytes:
-    """PNG bar chart of one benchmark: a metric per bar with its 95% bootstrap interval, bars
-    labelled with their significance-cluster rank, and the human ceiling as a red line with its
-    interval as a band (people's agreement with each other bounds what a metric can reach).
+def benchmark_bars_png(entries: list[dict], statistic_label: str, ceiling: dict | None, title: str = "",
+                       ceiling_note: str = "", chance: float | None = None, fmt: str = "png") -> bytes:
+    """Bar chart of one benchmark: a metric per bar with its 95% bootstrap interval, bars labelled
+    with their significance-cluster rank, the human ceiling as a red line with its interval as a
+    band, and the chance level as a grey dashed line (50 on accuracy charts). The legend sits
+    below the plot; ``ceiling_note`` (why there is no ceiling, or where it is drawn) below the title.
 
-    entries : [{"name": str, "value": float | None, "ci95": [lo, hi], "rank": int | None}]
-    ceiling : {"value": float, "ci95": [lo, hi]} or None (then the chart says why: ``ceiling_note``).
+    entries : [{"name": str, "value": float | None, "ci95": [lo, hi], "rank": int | None}], in the
+        unit of the chart (the caller passes x100 values: :func:`analysis.charts.bar_entries`).
+    ceiling : {"value": float, "ci95": [lo, hi]} or None: pass it only for the chart of the
+        ceiling's own statistic. chance : the chance level or None. fmt : "png", "svg" or "pdf".
     """
     names = [e["name"] for e in entries]
     values = [e["value"] if e["value"] is not None else 0.0 for e in entries]
     lo = [max(0.0, v - (e["ci95"][0] if e["ci95"][0] is not None else v)) for v, e in zip(values, entries)]
     hi = [max(0.0, (e["ci95"][1] if e["ci95"][1] is not None else v) - v) for v, e in zip(values, entries)]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.75 * len(names) + 2.0), 3.6), dpi=100)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.75 * len(names) + 2.0), 4.0), dpi=100)
     if names:
         bars = ax.bar(names, values, yerr=[lo, hi], color="#2a7ae2", capsize=3)
         for bar, e in zip(bars, entries):
@@ -225,29 +262,27 @@ def benchmark_bars_png(entries: list[dict], statistic_label: str, ceiling: dict 
                             textcoords="offset points", ha="center", fontsize=7, color="white")
     if ceiling and ceiling.get("value") is not None:
         level = ceiling["value"]
-        ax.axhline(level, color="#d62728", lw=2, label=f"human ceiling {level:.3f}")
+        ax.axhline(level, color="#d62728", lw=2, label=ceiling.get("label") or f"human ceiling {level:.1f}")
         ci = ceiling.get("ci95") or [None, None]
         if None not in ci:
             ax.axhspan(ci[0], ci[1], color="#d62728", alpha=0.12)
-        ax.legend(loc="upper right", fontsize=7, frameon=False)
+    if chance is not None:
+        ax.axhline(chance, color="#555", lw=1.5, ls="--", label=f"chance ({chance:g}%)")
+    _legend_below(ax)
     ax.set_ylabel(statistic_label)
     ax.axhline(0, color="#444", lw=0.8)
     if title:
-        ax.set_title(title, fontsize=9)
-    if not (ceiling and ceiling.get("value") is not None) or ceiling_note:
-        # Said below the title, never over the bars: why there is no ceiling line, or what it measures.
-        ax.annotate(ceiling_note or "no human ceiling", (0.5, 1.0), xycoords="axes fraction", xytext=(0, 2),
+        ax.set_title(title, fontsize=9, pad=12 if ceiling_note else 6)
+    if ceiling_note:
+        # Said below the title, never over the bars: why there is no ceiling line, or where it is.
+        ax.annotate(ceiling_note, (0.5, 1.0), xycoords="axes fraction", xytext=(0, 2),
                     textcoords="offset points", ha="center", va="bottom", fontsize=6.5, color="#d62728")
-        ax.set_title(title, fontsize=9, pad=12)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return save(fig, fmt)
 
 
-def p_value_heatmap_png(names: list[str], p_values: list[list], alpha: float, title: str = "") -> bytes:
+def p_value_heatmap_png(names: list[str], p_values: list[list], alpha: float, title: str = "", fmt: str = "png") -> bytes:
     """PNG heat map of the pairwise significance matrix (row metric better than column metric):
     cells with p < alpha are dark; numbers printed in each cell. names in rank order."""
     n = len(names)
@@ -264,7 +299,4 @@ def p_value_heatmap_png(names: list[str], p_values: list[list], alpha: float, ti
     ax.set_yticks(range(n), names, fontsize=8)
     ax.set_title(title or f"p-value: row better than column (dark: p < {alpha})", fontsize=9)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return save(fig, fmt)

@@ -2,7 +2,8 @@ from urllib.parse import quote, unquote
 
 from django.urls import path, register_converter
 
-from . import benchmark_views, diversity_views, views
+from . import benchmark_views, chart_views, diversity_views, explorer_views, views
+from .status_views import report_status  # progress of a stored report (computing.html)
 
 
 class KeyConverter:
@@ -27,11 +28,20 @@ urlpatterns = [
     path("datasets/<slug:name>/runs.json", views.runs_json, name="runs-json"),
     path("datasets/<slug:name>/correlations.json", views.report_json, name="report-json"),
     path("datasets/<slug:name>/correlations.csv", views.report_csv, name="report-csv"),
-    path("datasets/<slug:name>/scatter/<slug:metric>.png", views.scatter, name="scatter"),
+    path("datasets/<slug:name>/scatter/<slug:metric>.png", chart_views.scatter_figure, name="scatter"),
+    path("datasets/<slug:name>/scatter/<slug:metric>.svg", chart_views.scatter_figure, {"fmt": "svg"}, name="scatter-svg"),
+    path("datasets/<slug:name>/scatter/<slug:metric>.pdf", chart_views.scatter_figure, {"fmt": "pdf"}, name="scatter-pdf"),
+    path("datasets/<slug:name>/scatter/<slug:metric>.json", chart_views.scatter_spec, name="scatter-spec"),
     path("datasets/<slug:name>/benchmark/", benchmark_views.benchmark_page, name="benchmark"),
     path("datasets/<slug:name>/benchmark.json", benchmark_views.benchmark_json, name="benchmark-json"),
     path("datasets/<slug:name>/benchmark/chart/<slug:level>/<str:statistic>.png", benchmark_views.benchmark_chart, name="benchmark-chart"),
+    path("datasets/<slug:name>/benchmark/chart/<slug:level>/<str:statistic>.svg", benchmark_views.benchmark_chart, {"fmt": "svg"}, name="benchmark-chart-svg"),
+    path("datasets/<slug:name>/benchmark/chart/<slug:level>/<str:statistic>.pdf", benchmark_views.benchmark_chart, {"fmt": "pdf"}, name="benchmark-chart-pdf"),
+    path("datasets/<slug:name>/benchmark/chart/<slug:level>/<str:statistic>.json", chart_views.benchmark_chart_spec, name="benchmark-chart-spec"),
     path("datasets/<slug:name>/benchmark/significance.png", benchmark_views.significance_png, name="benchmark-significance"),
+    path("datasets/<slug:name>/benchmark/significance.svg", benchmark_views.significance_png, {"fmt": "svg"}, name="benchmark-significance-svg"),
+    path("datasets/<slug:name>/benchmark/significance.pdf", benchmark_views.significance_png, {"fmt": "pdf"}, name="benchmark-significance-pdf"),
+    path("reports/<int:pk>/status.json", report_status, name="report-status"),
     path("compare/", benchmark_views.compare_page, name="compare"),
     path("compare.json", benchmark_views.compare_json, name="compare-json"),
     path("compare.csv", benchmark_views.compare_csv, name="compare-csv"),
@@ -40,8 +50,14 @@ urlpatterns = [
     path("datasets/<slug:name>/diversity.json", diversity_views.diversity_json, name="diversity-json"),
     path("datasets/<slug:name>/diversity.csv", diversity_views.diversity_csv, name="diversity-csv"),
     path("datasets/<slug:name>/diversity/scatter.png", diversity_views.scatter_png, name="diversity-scatter"),
+    path("datasets/<slug:name>/diversity/scatter.svg", diversity_views.scatter_png, {"fmt": "svg"}, name="diversity-scatter-svg"),
+    path("datasets/<slug:name>/diversity/scatter.pdf", diversity_views.scatter_png, {"fmt": "pdf"}, name="diversity-scatter-pdf"),
     path("datasets/<slug:name>/diversity/f-score.png", diversity_views.f_score_png, name="diversity-fscore"),
+    path("datasets/<slug:name>/diversity/f-score.svg", diversity_views.f_score_png, {"fmt": "svg"}, name="diversity-fscore-svg"),
+    path("datasets/<slug:name>/diversity/f-score.pdf", diversity_views.f_score_png, {"fmt": "pdf"}, name="diversity-fscore-pdf"),
     path("datasets/<slug:name>/diversity/vocabulary.png", diversity_views.vocabulary_png, name="diversity-vocabulary"),
+    path("datasets/<slug:name>/explorer/", explorer_views.explorer_page, name="explorer"),
+    path("datasets/<slug:name>/explorer.csv", explorer_views.explorer_csv, name="explorer-csv"),
     path("datasets/<slug:name>/images/<key:key>/", diversity_views.image_page, name="image"),
     path("datasets/<slug:name>/images/<key:key>/mds.png", diversity_views.mds_png, name="image-mds"),
     path("datasets/<slug:name>/images/<key:key>/radar/<key:system>.png", diversity_views.radar_png, name="image-radar"),

@@ -6,27 +6,23 @@ report is not stored yet says it is being computed and reloads itself; a downloa
 (500 if the computation failed) with ``Retry-After`` until the report is stored, then the
 documented JSON or CSV. Without a broker (the quick start) the task runs inside the first request.
 """
-from django.core.cache import cache
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
 from evalcore import csvsafe
-from metrics.models import MetricRun
-from metrics.uploads import is_upload_key
-from metrics.scorers.registry import LEXICAL_MEASURES, METRICS, UNAVAILABLE
+from metrics.models import MetricRun, SystemScore
+from metrics.scorers.registry import LEXICAL_MEASURES, UNAVAILABLE
 
-from . import cached_reports, plots
+from . import cached_reports
+from .benchmarks import LABELS, headline_first
 from .models import Report
 from .reports import (
     ReportError,
-    completed_runs,
-    dataset_judgments,
-    judgment_rows,
+    current_run,
     metric_name,
     parse_weighting,
-    per_pair,
     protocol,
     report_csv_rows,
 )
@@ -45,6 +41,31 @@ def _run_dict(run):
     }
 
 
+def human_data(dataset) -> list[str]:
+    """What human judgments ``dataset`` has, counted and named as they are: its imported
+    caption-level ratings (every criterion; "on k criteria" when more than one), ratings of caption
+    sets, and forced-choice votes (PASCAL-50S) -- e.g. ["43,994 forced-choice votes"] or
+    ["7,500 ratings on 3 criteria"]. Campaign judgments are counted on the campaign pages."""
+    from crowd.models import HumanJudgment, PairwiseJudgment
+    from django.db.models import Count
+
+    imported = HumanJudgment.objects.filter(image__dataset=dataset, campaign__isnull=True)
+    per_criterion = dict(imported.filter(caption__isnull=False).order_by().values_list("criterion")
+                         .annotate(n=Count("pk")).values_list("criterion", "n"))
+    n_sets = imported.filter(caption__isnull=True).count()
+    n_votes = PairwiseJudgment.objects.filter(caption_b__image__dataset=dataset, campaign__isnull=True).count()
+    out = []
+    if per_criterion:
+        n = sum(per_criterion.values())
+        out.append(f"{n:,} rating{'s' if n != 1 else ''}"
+                   + (f" on {len(per_criterion)} criteria" if len(per_criterion) > 1 else ""))
+    if n_sets:
+        out.append(f"{n_sets:,} caption-set rating{'s' if n_sets != 1 else ''}")
+    if n_votes:
+        out.append(f"{n_votes:,} forced-choice vote{'s' if n_votes != 1 else ''}")
+    return out
+
+
 @require_GET
 def index(request):
     datasets = [
@@ -52,12 +73,16 @@ def index(request):
             "dataset": d,
             "n_images": d.images.count(),
             "n_candidates": d.candidates().count(),
-            "n_ratings": dataset_judgments(d).count(),
+            "human": human_data(d),
             "runs": _runs(d),
         }
         for d in Dataset.objects.all()
     ]
     return render(request, "analysis/index.html", {"datasets": datasets})
+
+
+#: the dataset page's correlation columns; the protocol's headline statistic is shown first
+STAT_COLUMNS = ("kendall_tau_c", "kendall_tau_b", "pearson", "spearman")
 
 
 def not_ready(row: Report, what: str, as_json: bool = True) -> HttpResponse:
@@ -75,6 +100,44 @@ def not_ready(row: Report, what: str, as_json: bool = True) -> HttpResponse:
     return response
 
 
+#: labels of the gap-weighting factors (Kershaw & Bober 2019, Sec. 4)
+WEIGHTING_LABELS = {"gap": "M x Lexical Gap", "ldr": "M x lexical diversity ratio"}
+
+
+def weighting_choices(dataset) -> tuple[list[tuple[str, str]], str | None]:
+    """The gap-weighted options whose inputs exist for ``dataset``: ([(value, label)], reason).
+
+    ``value`` is a weighting of :func:`analysis.reports.parse_weighting` (``"gap:mtld"``). A choice
+    is offered when the lexical measure's current run is done and its factor (Lexical Gap L_g or
+    lexical diversity ratio l_d, which compare each system's corpus with the reference corpora) is
+    defined for every candidate system; each offered choice therefore yields a report. ``reason``
+    (one line) says why nothing is offered, None when something is."""
+    from metrics.scorers.registry import METRICS
+
+    if dataset.reference_system_id is None or not dataset.references().exists():
+        return [], (f"they compare each system's vocabulary with the reference captions, and {dataset.name} has none.")
+    systems = set(dataset.candidates().order_by().values_list("system_id", flat=True).distinct())
+    if not systems:
+        return [], f"{dataset.name} has no candidate captions."
+    choices, missing = [], []
+    for measure in LEXICAL_MEASURES:
+        run = current_run(dataset, measure)
+        if run is None or run.status != MetricRun.DONE:
+            missing.append(METRICS[measure].name)
+            continue
+        details = dict(SystemScore.objects.filter(run=run, system_id__in=systems).values_list("system_id", "details"))
+        for factor, label in WEIGHTING_LABELS.items():
+            field = "lexical_gap" if factor == "gap" else "ldr"
+            if all((details.get(s) or {}).get(field) is not None for s in systems):
+                choices.append((f"{factor}:{measure}", f"{label} ({METRICS[measure].name})"))
+    if choices:
+        return choices, None
+    if missing:
+        return [], (f"they need the lexical measures ({', '.join(missing)}), not computed yet: compute them under "
+                    f"\"Compute metrics\" or run compute_metrics --dataset {dataset.name} --metric lexical.")
+    return [], f"the lexical measures are undefined for {dataset.name}'s systems (caption corpora too short)."
+
+
 def _read(dataset, weighting=None):
     """(report, problem, computing, row) of the dataset's correlation report (with gap-weighted
     entries for ``?weighting=gap:mtld``), read from the stored report (requested if it is new;
@@ -87,6 +150,11 @@ def _read(dataset, weighting=None):
         parse_weighting(weighting or None)
     except ReportError as exc:
         return None, str(exc), None, None
+    if weighting:
+        offered, reason = weighting_choices(dataset)
+        if weighting not in dict(offered):
+            return None, (f"the weighting {weighting} is not available for {dataset.name}: "
+                          f"{reason or 'its factor is undefined for a system of the dataset.'}"), None, None
     key, params = cached_reports.correlation_key(dataset, weighting or None)
     return read_report(Report.CORRELATIONS, key, params, dataset=dataset)
 
@@ -94,17 +162,24 @@ def _read(dataset, weighting=None):
 @require_GET
 def dataset_detail(request, name):
     dataset = get_object_or_404(Dataset, name=name)
-    report, problem, computing, _ = _read(dataset, request.GET.get("weighting"))
+    weighting = request.GET.get("weighting", "")
+    weightings, weighting_reason = weighting_choices(dataset)
+    weighting_problem = None
+    if weighting and weighting not in dict(weightings):  # show the plain report and say why
+        weighting_problem = _read(dataset, weighting)[1]
+        weighting = ""
+    report, problem, computing, _ = _read(dataset, weighting)
     runs = _runs(dataset)
     return render(
         request,
         "analysis/dataset.html",
         {
             "dataset": dataset, "runs": [_run_dict(r) for r in runs], "report": report, "computing": computing,
-            "problem": problem, "unavailable": UNAVAILABLE, "weighting": request.GET.get("weighting", ""),
-            "weightings": [("gap", "M x Lexical Gap"), ("ldr", "M x lexical diversity ratio")],
-            "measures": LEXICAL_MEASURES,
+            "problem": problem, "unavailable": UNAVAILABLE, "weighting": weighting,
+            "weightings": weightings, "weighting_reason": weighting_reason, "weighting_problem": weighting_problem,
             "busy": any(r.status in (MetricRun.PENDING, MetricRun.RUNNING) for r in runs),
+            "statistics": headline_first(STAT_COLUMNS, protocol(dataset)["headline"]),
+            "labels": LABELS,
         },
     )
 
@@ -152,23 +227,4 @@ def report_csv(request, name):
     return response
 
 
-@require_GET
-def scatter(request, name, metric):
-    dataset = get_object_or_404(Dataset, name=name)
-    if metric not in METRICS and not is_upload_key(metric):
-        raise Http404(f"unknown metric {metric!r}")
-    try:
-        runs = completed_runs(dataset, [metric])
-    except ReportError as exc:
-        raise Http404(str(exc))
-    run = runs[metric]
-    key = f"scatter:{run.pk}:{run.completed}:{run.finished_at.timestamp() if run.finished_at else 0}"
-    png = cache.get(key)
-    if png is None:
-        rows = judgment_rows(dataset, runs)
-        _, _, values, human = per_pair(rows, rows.metric[metric])
-        label = f"mean human {dataset.criterion or 'rating'}"
-        name = metric_name(metric, run)
-        png = plots.scatter_png(values, human, name, label, f"{name} vs humans ({len(values):,} captions)")
-        cache.set(key, png, 3600)
-    return HttpResponse(png, content_type="image/png")
+# The scatter figures and specs are in analysis.chart_views (drawn from the stored scatter report).

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # /static/ (the vendored chart library) from the app itself
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -106,8 +107,16 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Wait for a writer instead of failing at once when the web server and a task overlap.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 30}
+    # Never "database is locked" (docs/dashboard.md): WAL lets readers go on while one writer writes;
+    # a writer waits up to `timeout` seconds for another (busy timeout); IMMEDIATE takes the write
+    # lock when a transaction begins, so two transactions never both read and then deadlock upgrading
+    # to a write (SQLite answers that at once, without waiting). WAL is a property of the file: set
+    # on every connection, kept by the file.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+    }
 else:
     # A database host that drops packets must not hang a request until gunicorn kills the worker:
     # give up connecting after a few seconds (the request then answers 503 + Retry-After).
@@ -122,6 +131,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # collectstatic writes here; WhiteNoise also reads it (and warns when it is missing)
+# WhiteNoise serves /static/ in every setting, gunicorn and production included, straight from the
+# apps' static folders (no collectstatic step needed; run it and serve STATIC_ROOT from a proxy if you
+# prefer): the interactive charts' Vega files are ours, never a CDN's.
+WHITENOISE_USE_FINDERS = True
+# Uploaded dataset pictures, one folder per dataset (crowd.images); served by crowd.views.images.
+IMAGES_ROOT = Path(os.environ.get("EVALSITE_IMAGES_ROOT", VAR_DIR / "media" / "images"))
 
 # Shared cache (rate limits). A cache that is down never blocks a rater: limits then fail open.
 CACHES = {

@@ -30,9 +30,12 @@ def benchmarks(subset_dir, tmp_path):
 
 
 def images_loaded(driver):
+    """Every chart of the page is drawn: the interactive ones (figure.chart, analysis/charts.js) and
+    the images (img.chart: the significance map)."""
     return driver.execute_script(
-        "const imgs = [...document.querySelectorAll('img.chart')];"
-        "return imgs.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 300);"
+        "const imgs = [...document.querySelectorAll('img.chart')], charts = [...document.querySelectorAll('figure.chart')];"
+        "return imgs.length + charts.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 300)"
+        " && charts.every(c => c.dataset.ready === '1');"
     )
 
 
@@ -58,7 +61,7 @@ def test_comparison_page_matrix_and_downloads(browser, live_server, benchmarks, 
     assert ceiling == f"{100 * benchmarks['columns'][0]['ceiling']['value']:.1f}"
     assert browser.find_element(By.CSS_SELECTOR, '#ceiling-row td[data-column="thumb:precision"]').text == "–"
     WebDriverWait(browser, 120).until(images_loaded)
-    assert len(browser.find_elements(By.CSS_SELECTOR, "img.chart")) == 4
+    assert len(browser.find_elements(By.CSS_SELECTOR, "figure.chart")) == 4
     browser.save_screenshot(str(tmp_path / "compare.png"))
 
     # Downloads: parsed, and equal to the page's numbers.

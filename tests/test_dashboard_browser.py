@@ -40,13 +40,18 @@ def test_dashboard_table_plots_and_downloads(browser, live_server, computed, tmp
         cell = row.find_element(By.CSS_SELECTOR, "td.tau-c").text
         lo, hi = m["ci95"]["kendall_tau_c"]
         assert cell == f"{100 * m['kendall_tau_c']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-    # Every scatter plot is a real, decoded image.
-    WebDriverWait(browser, 30).until(
+    # Every scatter is an interactive chart, drawn, with its figures for papers (PNG, SVG, PDF).
+    WebDriverWait(browser, 60).until(
         lambda d: d.execute_script(
-            "return [...document.querySelectorAll('img.scatter')].every(i => i.complete && i.naturalWidth > 0)"
+            "const c = [...document.querySelectorAll('#scatters figure.chart')];"
+            "return c.length > 0 && c.every(f => f.dataset.ready === '1')"
         )
     )
-    assert len(browser.find_elements(By.CSS_SELECTOR, "img.scatter")) == 7
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#scatters figure.chart")) == 7
+    png = browser.find_element(By.CSS_SELECTOR, "#scatters figure.chart a.export-png").get_attribute("href")
+    assert browser.execute_async_script(
+        "const done = arguments[1]; fetch(arguments[0]).then(r => r.arrayBuffer()).then(b => done([...new Uint8Array(b.slice(0, 4))]))",
+        png) == [0x89, 0x50, 0x4E, 0x47]
     browser.save_screenshot(str(tmp_path / "dashboard.png"))
     # Downloads carry the same numbers as the table.
     downloaded = json.loads(fetch_text(browser, browser.find_element(By.ID, "download-json").get_attribute("href")))
