@@ -49,7 +49,7 @@ from analysis.statistics import (
     system_level_correlation,
     tie_calibrated_accuracy,
 )
-from crowd.models import Dataset
+from crowd.models import Dataset, System
 from metrics import pipeline, uploads
 from metrics.models import MetricScore
 
@@ -76,7 +76,15 @@ LABELS = {
     "kendall_tau_c": "Kendall tau-c", "kendall_tau_23": "Kendall tau_23", "pairwise_accuracy": "acc_23",
     "acc_eq": "acc_eq (tie-calibrated)", "accuracy": "accuracy",
 }
-REPORT_VERSION = "benchmark-report/1"
+#: /2: the system level has "without_human" when the protocol names a human system (THumB)
+REPORT_VERSION = "benchmark-report/2"
+
+
+def headline_first(statistics, headline: str | None) -> list[str]:
+    """``statistics`` in their order with the protocol's headline statistic moved first (Flickr8k-
+    CrowdFlower: Kendall tau-b, Hessel et al. 2021 appendix A; Flickr8k-Expert: tau-c; THumB: Pearson)."""
+    statistics = list(statistics)
+    return ([headline] if headline in statistics else []) + [s for s in statistics if s != headline]
 
 
 def check_settings(levels, statistics, n_resamples: int, n_permutations: int, alpha: float) -> tuple[tuple, tuple]:
@@ -114,7 +122,11 @@ def benchmark_report(
                            "item": {"values": {stat: x}, "ci95": {stat: [lo, hi]},
                                     "pairwise": {"kendall_tau_23", "pairwise_accuracy", "acc_eq", "epsilon"}},
                            "image": {"values", "ci95", "n_images_used", "n_images_skipped"},
-                           "system": {"values", "ci95", "ci95_systems", "n_systems"} | {"error": str}}},
+                           "system": {"values", "ci95", "ci95_systems", "n_systems",
+                                      "without_human": {"left_out", "values", "ci95", "ci95_systems",
+                                                        "n_systems"} | {"left_out", "error"}
+                                      (only when the protocol names a judged ``human_system``)}
+                                     | {"error": str}}},
          "ceiling": {"item": CeilingResult dict | {"error": str}},   (forced choice: also "per_category")
          "significance": {"permutation": MetricComparison dict, "williams": MetricComparison dict}}
 
@@ -179,6 +191,7 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
     report = _header(dataset, proto, runs, settings, Dataset.TASK_RATING, criterion or dataset.criterion)
     report["headline"] = headline
     n_systems = len(np.unique(rows.system))
+    human_system = _human_system(dataset, proto, rows) if "system" in levels else None
     report["counts"] = {
         "rows": int(len(rows.human)), "captions": int(len(np.unique(rows.caption))),
         "images": int(len(np.unique(rows.image))), "systems": int(n_systems),
@@ -227,6 +240,9 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
                     "ci95_systems": {s: r.estimate.interval_json() for s, r in by_systems.items()},
                     "n_systems": int(n_systems),
                 }
+                if human_system is not None:
+                    entry["system"]["without_human"] = _system_level(
+                        x, rows, rows.system != human_system[0], statistics, n_resamples, seed, human_system[1])
         report["metrics"][metric] = entry
     report["ceiling"] = {"item": _rating_ceiling(dataset, criterion, proto, headline, n_resamples, seed)}
     if significance and len(runs) >= 2 and settings["n_permutations"] > 0:
@@ -242,6 +258,38 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
             ).to_dict(), names),
         }
     return report
+
+
+def _human_system(dataset, proto: dict, rows) -> tuple[int, str] | None:
+    """(id, name) of the protocol's human system (``protocol["human_system"]``, THumB's "Human")
+    when it is among the judged systems, else None."""
+    name = proto.get("human_system")
+    if not name:
+        return None
+    pk = System.objects.filter(dataset=dataset, name=name).values_list("pk", flat=True).first()
+    return (pk, name) if pk is not None and np.any(rows.system == pk) else None
+
+
+def _system_level(x, rows, keep, statistics, n_resamples, seed, left_out: str) -> dict:
+    """The system-level block over the rows ``keep`` (bool (n,)): the result "without" the system
+    ``left_out`` (Kasai et al. 2022, THumB, report system-level correlations with and without the
+    Human system): {"left_out", "values", "ci95", "ci95_systems", "n_systems"}, or
+    {"left_out", "error"} when fewer than 3 systems remain."""
+    systems, images, xs, hs = rows.system[keep], rows.image[keep], x[keep], rows.human[keep]
+    n = len(np.unique(systems))
+    if n < 3:
+        return {"left_out": left_out, "error": f"{n} judged system(s) without {left_out}: a system-level correlation needs at least 3"}
+    by_images = {s: system_level_correlation(xs, hs, systems, images, statistic=s, resample="images",
+                                             n_resamples=n_resamples, seed=seed) for s in statistics}
+    by_systems = {s: system_level_correlation(xs, hs, systems, images, statistic=s, resample="systems",
+                                              n_resamples=n_resamples, seed=seed) for s in statistics}
+    return {
+        "left_out": left_out,
+        "values": {s: finite_or_none(r.estimate.value) for s, r in by_images.items()},
+        "ci95": {s: r.estimate.interval_json() for s, r in by_images.items()},
+        "ci95_systems": {s: r.estimate.interval_json() for s, r in by_systems.items()},
+        "n_systems": int(n),
+    }
 
 
 def _named(comparison: dict, names: dict) -> dict:

@@ -52,7 +52,7 @@ from metrics import pipeline
 from metrics.models import MetricRun
 from metrics.scorers.registry import METRICS
 
-from . import benchmarks, campaigns, diversity
+from . import benchmarks, campaigns, diversity, explorer
 from .models import Report
 from .reports import ReportError, correlation_report
 
@@ -217,6 +217,27 @@ def comparison_key(names: list[str] | None, settings_: dict) -> tuple[str, dict]
     return _digest(Report.COMPARISON, comparison_version([names, settings_, benchmarks.REPORT_VERSION])), params
 
 
+def scatter_key(dataset, metric: str) -> tuple[str, dict]:
+    """(SHA-256 key, params) of the dataset page's interactive scatter of ``metric``
+    (:func:`analysis.charts.scatter_data`, stored as a report of kind
+    :data:`analysis.charts.SCATTER_KIND`) at the dataset's current runs and judgments."""
+    from . import charts
+
+    params = {"metric": metric, "max_points": charts.MAX_POINTS}
+    return _digest(charts.SCATTER_KIND, {"inputs": dataset_version(dataset), "format": charts.SCATTER_FORMAT,
+                                         **params}), params
+
+
+def explorer_key(dataset) -> tuple[str, dict]:
+    """(SHA-256 key, params) of the example explorer's table of ``dataset``
+    (:func:`analysis.explorer.build_table`): :func:`dataset_version` (runs, imported judgments and
+    votes, metric configuration), the dataset's captions ((count, max id)), the systems of
+    unpublished campaigns (publishing results makes a new table) and the table's format."""
+    ident = {"inputs": dataset_version(dataset), "captions": explorer.caption_count(dataset),
+             "private_systems": privacy.private_system_ids(dataset), "format": explorer.VERSION}
+    return _digest(Report.EXPLORER, ident), {}
+
+
 def problem(data: dict | None) -> str | None:
     """The message of a stored report that could not be made (``{"problem": message}``), else None."""
     return data.get("problem") if isinstance(data, dict) and set(data) == {"problem"} else None
@@ -265,10 +286,20 @@ def _benchmark_payload(report: Report) -> dict:
                                        seed=p["seed"], n_permutations=p["permutations"], alpha=p["alpha"])
 
 
+def _explorer_payload(report: Report) -> dict:
+    return explorer.build_table(report.dataset)
+
+
 def _comparison_payload(report: Report) -> dict:
     p = report.params
     return benchmarks.comparison(p["datasets"], n_resamples=p["resamples"], seed=p["seed"],
                                  n_permutations=p["permutations"], alpha=p["alpha"])
+
+
+def _scatter_payload(report: Report) -> dict:
+    from . import charts
+
+    return charts.scatter_data(report.dataset, report.params["metric"], max_points=report.params["max_points"])
 
 
 #: how each type of stored report is built; the dataset-level ones turn a ReportError/PipelineError
@@ -279,6 +310,8 @@ _BUILDERS = {
     Report.CORRELATIONS: (_correlations_payload, True),
     Report.BENCHMARK: (_benchmark_payload, True),
     Report.COMPARISON: (_comparison_payload, True),
+    "scatter": (_scatter_payload, True),  # analysis.charts.SCATTER_KIND (not among Report.kind's choices yet)
+    Report.EXPLORER: (_explorer_payload, False),
 }
 
 

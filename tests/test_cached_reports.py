@@ -113,7 +113,7 @@ def test_with_a_broker_the_page_says_the_report_is_computing_and_a_worker_finish
         page = client.get("/campaigns/queued/").content.decode()
         assert 'id="report-computing" data-status="pending"' in page and "is queued" in page
         assert "window.location.reload()" in page and 'id="agreement"' not in page
-        assert 'id="progress"' in page and f"{3 * campaign.items.filter(is_gold=False).count()} / " in page
+        assert 'id="progress"' in page and f'id="p-judgments">{3 * campaign.items.filter(is_gold=False).count()}</span> / ' in page
         response = client.get("/campaigns/queued/report.json")
         assert response.status_code == 202 and response.json()["status"] == Report.PENDING
         assert response["Retry-After"] == "2"
@@ -229,21 +229,35 @@ def test_warm_reports_computes_what_the_pages_read(scored, alice, client):  # no
     assert "sub: correlations: ready" in out and "sub: benchmark (quality): ready" in out
     assert "comparison: ready" in out and "campaign warm: ready" in out
     assert {r.kind for r in Report.objects.filter(status=Report.DONE)} == {
-        Report.CORRELATIONS, Report.BENCHMARK, Report.COMPARISON, Report.CAMPAIGN}
+        Report.CORRELATIONS, Report.BENCHMARK, Report.COMPARISON, Report.CAMPAIGN, "scatter", Report.EXPLORER}
+    scatters = out.count(": scatter ")
+    assert scatters == Report.objects.filter(kind="scatter", status=Report.DONE).count() > 0
     client.force_login(alice)
     patches = _builders_raise()
-    with patches[0], patches[1], patches[2], patches[3], mock.patch("analysis.campaigns.campaign_report", _boom):
-        for url in ["/datasets/sub/", f"/datasets/sub/benchmark/{BENCH}", f"/compare/{BENCH}", "/campaigns/warm/"]:
+    with patches[0], patches[1], patches[2], patches[3], mock.patch("analysis.campaigns.campaign_report", _boom), \
+            mock.patch("analysis.charts.scatter_data", _boom), mock.patch("analysis.explorer.build_table", _boom):
+        for url in ["/datasets/sub/", f"/datasets/sub/benchmark/{BENCH}", f"/compare/{BENCH}", "/campaigns/warm/",
+                    "/datasets/sub/explorer/"]:
             page = client.get(url)
             assert page.status_code == 200 and 'id="report-computing"' not in page.content.decode(), url
-        # the comparison's charts name each benchmark's criterion: the same stored reports
-        charts = re.findall(r'src="(/datasets/[^"]+/benchmark/chart/[^"]+)"', client.get(f"/compare/{BENCH}").content.decode())
+        # the dataset page's interactive scatters: stored too
+        specs = re.findall(r'data-vega-spec="(/datasets/sub/scatter/[^"]+)"', client.get("/datasets/sub/").content.decode())
+        assert len(specs) == scatters
+        for url in specs:
+            assert client.get(url).status_code == 200, url
+        # the comparison's charts (specs and figures) name each benchmark's criterion: the same stored reports
+        charts = re.findall(r'(?:data-vega-spec|href)="(/datasets/[^"]+/benchmark/chart/[^"]+)"',
+                            client.get(f"/compare/{BENCH}").content.decode())
         assert charts
-        for url in charts:
+        # every spec, and one figure per format (each figure is a matplotlib drawing of the same report)
+        specs = [u for u in charts if ".json" in u]
+        figures = [next(u for u in charts if f".{fmt}" in u) for fmt in ("png", "svg", "pdf")]
+        assert specs
+        for url in specs + figures:
             assert client.get(url.replace("&amp;", "&")).status_code == 200, url
     # a second run finds everything stored and computes nothing
     with patches[0], patches[1], patches[2], patches[3], mock.patch("analysis.campaigns.campaign_report", _boom):
         again = run_command("warm_reports", "--resamples", "100", "--permutations", "100", "--seed", "3")
-    assert again.count(": ready") == 4
+    assert again.count(": ready") == 5 + scatters
     with pytest.raises(Exception, match="unknown dataset 'nope'"):
         run_command("warm_reports", "--dataset", "nope")

@@ -2,9 +2,10 @@
                                  [--resamples N] [--permutations N] [--alpha A] [--seed S]
 
 Compute now the reports the dashboard pages read (:mod:`analysis.cached_reports`), so that nobody's
-first visit waits for one: for every dataset (or those named) its correlation report (not for
-forced-choice benchmarks, whose page is the benchmark page) and its benchmark report for each of
-its protocol's criteria (the comparison page charts every one), the
+first visit waits for one: for every dataset (or those named) its correlation report and the
+interactive scatter of each computed metric (not for forced-choice benchmarks, whose page is the
+benchmark page) and its benchmark report for each of
+its protocol's criteria (the comparison page charts every one) and its example explorer table, the
 cross-benchmark comparison, and every campaign's report. Each report is requested exactly as a page
 requests it (:func:`analysis.tasks.request_report`, same key): without a broker it is computed here,
 in-process; with one it is queued for the Celery workers and this command only says so. Reports
@@ -20,10 +21,10 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis import cached_reports
+from analysis import cached_reports, charts
 from analysis.benchmarks import DEFAULT_ALPHA, DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES
 from analysis.models import Report
-from analysis.reports import protocol
+from analysis.reports import ReportError, completed_runs, protocol
 from analysis.tasks import request_report
 from crowd.models import Campaign, Dataset
 
@@ -60,10 +61,19 @@ class Command(BaseCommand):
             if protocol(dataset)["task"] != Dataset.TASK_FORCED_CHOICE:
                 todo.append((f"{dataset.name}: correlations", Report.CORRELATIONS,
                              cached_reports.correlation_key(dataset, None), {"dataset": dataset}))
+                try:  # the dataset page's interactive scatter of each computed metric (analysis.charts)
+                    scattered = list(completed_runs(dataset))
+                except ReportError:
+                    scattered = []
+                for metric in scattered:
+                    todo.append((f"{dataset.name}: scatter {metric}", charts.SCATTER_KIND,
+                                 cached_reports.scatter_key(dataset, metric), {"dataset": dataset}))
             for criterion in protocol(dataset)["criteria"] or [None]:  # the compare page charts each one
                 label = f"{dataset.name}: benchmark" + (f" ({criterion})" if criterion else "")
                 todo.append((label, Report.BENCHMARK, cached_reports.benchmark_key(dataset, settings, criterion),
                              {"dataset": dataset}))
+            todo.append((f"{dataset.name}: example explorer", Report.EXPLORER, cached_reports.explorer_key(dataset),
+                         {"dataset": dataset}))
         if not o["no_compare"]:
             names = [d.name for d in datasets] if o["dataset"] else None
             todo.append(("comparison", Report.COMPARISON, cached_reports.comparison_key(names, settings), {}))
