@@ -84,14 +84,15 @@ REFRESH_SECONDS = 2
 
 
 def computing_context(row: Report, previous: Report | None = None) -> dict:
-    """What a page shows about a report that is not done: status, seconds since queued/started,
-    an estimate from the last computation of the same subject, the error of a failed one."""
+    """What a page shows about a report that is not done: its id (for the status endpoint
+    ``analysis:report-status``), status, seconds since queued/started, an estimate from the last
+    computation of the same subject, the error of a failed one."""
     now = timezone.now()
     since = row.started_at or row.created_at
     elapsed = (now - since).total_seconds() if since else 0.0
     last = previous.seconds if previous is not None else None
     percent = min(95.0, 100.0 * elapsed / last) if (last and row.status == Report.RUNNING) else None
-    return {"status": row.status, "elapsed": elapsed, "last_seconds": last, "percent": percent,
+    return {"id": row.pk, "status": row.status, "elapsed": elapsed, "last_seconds": last, "percent": percent,
             "error": row.error, "refresh": REFRESH_SECONDS if row.status in (Report.PENDING, Report.RUNNING) else None}
 
 

@@ -10,6 +10,7 @@ and the Lexical Gap). A run is ``done`` only when every unit has a score. :class
 import hashlib
 import json
 
+from django.conf import settings
 from django.db import models
 from django.db.models import F
 from django.utils import timezone
@@ -194,3 +195,42 @@ class CaptionTokens(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["caption", "tokenizer"], name="captiontokens_unique")]
+
+
+class UploadJob(models.Model):
+    """A score upload (:func:`metrics.uploads.upload_scores`) stored by a background job instead of
+    inside the request (issue 15: a large upload took 34 s in the request).
+
+    The web page keeps the file's bytes in ``content`` (so a Celery worker on another host can read
+    them; emptied when the job ends), queues the job (:mod:`metrics.jobs`) and answers at once; the
+    upload page then shows ``status`` and the seconds elapsed, polled from ``jobs.json``. ``message``
+    is the stored summary (done) or the reason nothing was stored (failed); ``run`` the stored run.
+    """
+
+    PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+    STATUS_CHOICES = [(s, s) for s in (PENDING, RUNNING, DONE, FAILED)]
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    name = models.CharField(max_length=100, help_text="the metric's display name as typed")
+    higher = models.CharField(max_length=10, help_text='"better" or "worse"')
+    filename = models.CharField(max_length=255)
+    size = models.PositiveBigIntegerField(help_text="bytes of the uploaded file")
+    content = models.BinaryField(default=b"", help_text="the file's bytes until the job ends")
+    status = models.CharField(max_length=10, choices=STATUS_CHOICES, default=PENDING)
+    message = models.TextField(blank=True)
+    run = models.ForeignKey(MetricRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"upload {self.name!r} on {self.dataset_id} ({self.status})"
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the job was queued, up to its end (or now while it is not finished)."""
+        return ((self.finished_at or timezone.now()) - self.created_at).total_seconds()

@@ -13,6 +13,7 @@ Dispatch lives here too: :func:`start` queues one run, :func:`start_runs` severa
 ``compute_metrics`` calls), :func:`resume_unfinished_runs` every unfinished one. The dependency
 points one way: this module imports :mod:`metrics.pipeline`, never the reverse.
 """
+import io
 import logging
 from typing import Sequence
 
@@ -21,7 +22,7 @@ from django.utils import timezone
 from kombu.exceptions import ChannelError
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
-from .models import MetricRun
+from .models import MetricRun, UploadJob
 from . import pipeline
 
 log = logging.getLogger("metrics.pipeline")
@@ -154,3 +155,36 @@ def resume_runs(self, deferrals: int = 0) -> list[int]:
         resume_runs.apply_async(kwargs={"deferrals": deferrals + 1})
         return []
     return resume_unfinished_runs()
+
+
+def run_upload(job_id: int) -> str:
+    """Store the upload of job ``job_id`` (:func:`metrics.uploads.upload_scores`); returns the job's
+    final status. Only a pending job is claimed (a job delivered twice is stored once). An
+    :class:`metrics.uploads.UploadError` (or any other error) fails the job with its message and
+    stores nothing, as the upload function guarantees."""
+    from .uploads import UploadError, upload_scores
+
+    if not UploadJob.objects.filter(pk=job_id, status=UploadJob.PENDING).update(
+            status=UploadJob.RUNNING, started_at=timezone.now()):
+        return UploadJob.objects.get(pk=job_id).status
+    job = UploadJob.objects.select_related("dataset").get(pk=job_id)
+    try:
+        summary = upload_scores(job.dataset.name, io.BytesIO(bytes(job.content)), job.name, higher=job.higher,
+                                filename=job.filename)
+    except UploadError as exc:
+        fields = {"status": UploadJob.FAILED, "message": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - recorded on the job, shown on the page
+        log.exception("upload job %s failed", job_id)
+        fields = {"status": UploadJob.FAILED, "message": f"{type(exc).__name__}: {exc}"}
+    else:
+        text = str(summary)
+        fields = {"status": UploadJob.DONE, "message": text[:1].upper() + text[1:] + ".",
+                  "run": MetricRun.objects.filter(pk=summary.run).first()}
+    UploadJob.objects.filter(pk=job_id).update(content=b"", finished_at=timezone.now(), **fields)
+    return fields["status"]
+
+
+@shared_task(name="metrics.upload_scores_job", acks_late=True)
+def upload_scores_job(job_id: int) -> str:
+    """Store a score upload recorded by the web page (:func:`run_upload`); returns the job's status."""
+    return run_upload(job_id)

@@ -1,4 +1,5 @@
-"""URLs of the metrics app: uploading a researcher's own per-caption scores."""
+"""URLs of the metrics app: uploading a researcher's own per-caption scores, starting metric runs
+from the web, and the progress of both."""
 from django.urls import path
 
 from . import views
@@ -6,4 +7,6 @@ from . import views
 app_name = "metrics"
 urlpatterns = [
     path("datasets/<slug:name>/upload-scores/", views.upload_scores_page, name="upload-scores"),
+    path("datasets/<slug:name>/compute/", views.compute, name="compute"),
+    path("datasets/<slug:name>/jobs.json", views.jobs_json, name="jobs-json"),
 ]

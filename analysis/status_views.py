@@ -1,0 +1,33 @@
+"""``/reports/<id>/status.json``: the state of one stored report (:class:`analysis.models.Report`),
+polled by the progress bar of templates/analysis/computing.html while the report is computed.
+
+Answers ``{"id", "kind", "status", "percent", "elapsed", "last_seconds", "error", "refresh"}``:
+``status`` pending | running | done | failed; ``percent`` an estimate in [0, 95] from the duration of
+the last computation of the same subject and parameters (None when there is none, or not running);
+``elapsed`` and ``last_seconds`` in seconds; ``refresh`` the seconds to wait before asking again
+(None once done or failed). Reading it never queues or computes anything. A campaign's report
+belongs to its owners (and staff): others get 404, as for the campaign's owner pages.
+"""
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET
+
+from .models import Report
+from .tasks import computing_context, latest_done
+
+
+@require_GET
+def report_status(request, pk):
+    """The status JSON of report ``pk`` (see the module docstring); 404 for an unknown report or a
+    campaign report the user does not own."""
+    row = get_object_or_404(Report, pk=pk)
+    if row.campaign_id is not None:
+        user = request.user
+        if not (user.is_authenticated and user.is_active and (user.is_staff or row.campaign.is_owned_by(user))):
+            raise Http404("no such report")
+    subject = {f: getattr(row, f) for f in ("campaign", "dataset", "image") if getattr(row, f + "_id") is not None}
+    previous = latest_done(row.kind, row.params, **subject) if row.status != Report.DONE else None
+    context = computing_context(row, previous)
+    if row.status == Report.DONE:
+        context.update(percent=100.0, refresh=None, elapsed=row.seconds or 0.0)
+    return JsonResponse({"kind": row.kind, **context})
