@@ -53,6 +53,15 @@ def test_dashboard_table_plots_and_downloads(browser, live_server, computed, tmp
         "const done = arguments[1]; fetch(arguments[0]).then(r => r.arrayBuffer()).then(b => done([...new Uint8Array(b.slice(0, 4))]))",
         png) == [0x89, 0x50, 0x4E, 0x47]
     browser.save_screenshot(str(tmp_path / "dashboard.png"))
+    # On a 390 px phone the page never scrolls sideways: wide tables scroll inside their own box.
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    for url in ["/", "/datasets/sub/"]:
+        browser.get(live_server.url + url)
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= 390, url
+        assert browser.execute_script("return getComputedStyle(document.querySelector('main table')).overflowX") == "auto"
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    browser.get(live_server.url + "/datasets/sub/")
     # Downloads carry the same numbers as the table.
     downloaded = json.loads(fetch_text(browser, browser.find_element(By.ID, "download-json").get_attribute("href")))
     assert downloaded == computed
