@@ -20,7 +20,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from crowd import engine, images
 from crowd.kinds import KINDS
-from crowd.models import Campaign, Dataset, Item
+from crowd.models import Campaign, Dataset, Image, Item
 
 from .conftest import ROOT, run_command
 
@@ -66,6 +66,10 @@ def folder(tmp_path, dataset):
 def test_local_folder_is_served_safely(dataset, folder, tmp_path):
     images.set_source(dataset, images_dir=str(folder))
     key = dataset.images.order_by("key").first().key
+    # the hostile files carry image keys of the dataset, so what refuses them is the file check itself
+    for name in ("plain.png", "link-out.jpg", "fake.jpg", "png-as.jpg", "page.html"):
+        Image.objects.create(dataset=dataset, key=name)
+    (folder / "stray.jpg").write_bytes(picture("JPEG"))  # a real picture, but not one of the dataset's
     client = Client()
     ok = client.get(f"/datasets/sub/image-files/{key}")
     assert ok.status_code == 200
@@ -86,6 +90,7 @@ def test_local_folder_is_served_safely(dataset, folder, tmp_path):
         "fake.jpg", "png-as.jpg",  # content that is not the extension's image type
         "page.html",  # not an image extension
         "missing.jpg",
+        "stray.jpg",  # in the folder, but not an image of the dataset
     ]
     for bad in refused:
         response = client.get(f"/datasets/sub/image-files/{bad}")

@@ -31,21 +31,24 @@ SAMPLE_SIZE = 12
 @require_safe
 def image_file(request, name, key):
     """The picture ``key`` of dataset ``name`` from its local folder or uploaded files; 404 when the
-    dataset has no local source, the key is refused, the file is missing or is not an image."""
+    dataset has no local source, ``key`` is not one of its image keys or is refused
+    (:func:`crowd.images.check_key`), the file is missing, leaves the folder (symlinks resolved) or
+    is not an image of the type its name says (content sniffed)."""
     dataset = get_object_or_404(Dataset, name=name)
     try:
         source = images.source_for(dataset)
     except images.ImageSourceError:
         raise Http404("no image source") from None
-    path = source.file(key) if source is not None else None
-    if path is None:
+    path = source.file(key) if source is not None else None  # checks the key first (no NUL reaches a query)
+    # only the dataset's own images: never any other picture that happens to be in the folder
+    if path is None or not dataset.images.filter(key=key).exists():
         raise Http404("no such image")
     try:
         handle = open(path, "rb")
     except OSError:
         raise Http404("no such image") from None
     content_type = images.sniff_image_type(handle.read(16))
-    if content_type is None or content_type != images.IMAGE_TYPES[path.suffix.lower()]:
+    if content_type is None or content_type != images.IMAGE_TYPES.get(path.suffix.lower()):
         handle.close()
         raise Http404("not an image")
     handle.seek(0)
