@@ -8,6 +8,9 @@ environment:
     database). Unset: a SQLite file ``var/captioneval.sqlite3`` (embedded quick-start default).
 ``CELERY_BROKER_URL``
     e.g. ``redis://127.0.0.1:6379/0``. Unset: Celery tasks run in-process (``task_always_eager``).
+``REPORTS_AFTER_METRIC_RUNS``
+    ``1`` (default): with a broker, a dataset's reports are queued once its last metric run is done
+    (:func:`analysis.warm.refresh_after_run`); ``0``: computed when a page first asks for them.
 ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``
     the usual Django settings; the defaults are for local use only.
 ``DATABASE_CONN_MAX_AGE``
@@ -153,6 +156,9 @@ RATER_RATE_LIMIT = os.environ.get("RATER_RATE_LIMIT", "120/m")
 # --- Celery -------------------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# With a broker: once a dataset's last metric run is done, queue the reports its pages read
+# (analysis.warm.refresh_after_run). REPORTS_AFTER_METRIC_RUNS=0 leaves them to the first visit.
+REPORTS_AFTER_METRIC_RUNS = os.environ.get("REPORTS_AFTER_METRIC_RUNS", "1") == "1"
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "captioneval")
 # In-process mode: a retried task is re-run at once; a task that fails for good marks its run failed
 # (the command reports it) instead of raising through the caller.

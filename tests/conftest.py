@@ -10,6 +10,9 @@ from selenium import webdriver
 
 ROOT = Path(__file__).resolve().parent.parent
 FLICKR8K = ROOT / "data" / "flickr8k"
+# Tests with a real Celery worker check metric runs, not the reports queued after them (their own
+# test switches it on: test_cached_reports.py); inherited by the worker and server subprocesses.
+os.environ.setdefault("REPORTS_AFTER_METRIC_RUNS", "0")
 
 
 def write_subset(directory: Path, n_images: int) -> Path:

@@ -261,3 +261,38 @@ def test_warm_reports_computes_what_the_pages_read(scored, alice, client):  # no
     assert again.count(": ready") == 5 + scatters
     with pytest.raises(Exception, match="unknown dataset 'nope'"):
         run_command("warm_reports", "--dataset", "nope")
+
+
+def test_with_a_broker_the_last_finished_metric_run_queues_the_dataset_reports(scored, settings,  # noqa: F811
+                                                                              django_capture_on_commit_callbacks):
+    """Reports are computed by Celery after metric runs finish (issue 15): with a broker, the run
+    that completes a dataset's computation queues every report its pages read, once; a run that
+    finishes while another of the dataset is still running queues nothing yet."""
+    from analysis.tasks import compute_report
+    from analysis.warm import PAGE_DEFAULTS, reports_for
+    from metrics.models import MetricRun
+    from metrics.pipeline import report_progress
+
+    settings.CELERY_TASK_ALWAYS_EAGER, settings.REPORTS_AFTER_METRIC_RUNS = False, True
+    runs = list(MetricRun.objects.filter(dataset=scored).order_by("pk"))
+    assert len(runs) >= 2 and all(r.status == MetricRun.DONE for r in runs)
+    queued = []
+    with mock.patch.object(compute_report, "delay", side_effect=queued.append):
+        MetricRun.objects.filter(pk=runs[1].pk).update(status=MetricRun.RUNNING)  # another run still going
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            report_progress(runs[0])
+        assert callbacks == [] and queued == [] and not Report.objects.exists()
+        MetricRun.objects.filter(pk=runs[1].pk).update(status=MetricRun.DONE)
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            report_progress(runs[1])
+        assert len(callbacks) == 1
+        expected = reports_for([scored], PAGE_DEFAULTS)
+        assert {r.key for r in Report.objects.all()} == {key for _, _, (key, _), _ in expected}
+        assert len(queued) == len(expected) and all(
+            Report.objects.get(pk=pk).status == Report.PENDING for pk in queued)
+        kinds = {kind for _, kind, _, _ in expected}
+        assert {Report.CORRELATIONS, Report.BENCHMARK, Report.COMPARISON, Report.EXPLORER, "scatter"} <= kinds
+        # the same run reported again: the stored rows are found, nothing is queued twice
+        with django_capture_on_commit_callbacks(execute=True):
+            report_progress(runs[1])
+        assert len(queued) == len(expected)

@@ -17,16 +17,13 @@ setting) print one line and exit non-zero, with nothing requested.
 """
 from __future__ import annotations
 
-import time
-
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis import cached_reports, charts
+from analysis import cached_reports
 from analysis.benchmarks import DEFAULT_ALPHA, DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES
 from analysis.models import Report
-from analysis.reports import ReportError, completed_runs, protocol
-from analysis.tasks import request_report
-from crowd.models import Campaign, Dataset
+from analysis.warm import reports_for, request_all
+from crowd.models import Dataset
 
 
 class Command(BaseCommand):
@@ -56,35 +53,11 @@ class Command(BaseCommand):
             datasets = [found[n] for n in o["dataset"]]
         else:
             datasets = list(Dataset.objects.order_by("name"))
-        todo = []
-        for dataset in datasets:
-            if protocol(dataset)["task"] != Dataset.TASK_FORCED_CHOICE:
-                todo.append((f"{dataset.name}: correlations", Report.CORRELATIONS,
-                             cached_reports.correlation_key(dataset, None), {"dataset": dataset}))
-                try:  # the dataset page's interactive scatter of each computed metric (analysis.charts)
-                    scattered = list(completed_runs(dataset))
-                except ReportError:
-                    scattered = []
-                for metric in scattered:
-                    todo.append((f"{dataset.name}: scatter {metric}", charts.SCATTER_KIND,
-                                 cached_reports.scatter_key(dataset, metric), {"dataset": dataset}))
-            for criterion in protocol(dataset)["criteria"] or [None]:  # the compare page charts each one
-                label = f"{dataset.name}: benchmark" + (f" ({criterion})" if criterion else "")
-                todo.append((label, Report.BENCHMARK, cached_reports.benchmark_key(dataset, settings, criterion),
-                             {"dataset": dataset}))
-            todo.append((f"{dataset.name}: example explorer", Report.EXPLORER, cached_reports.explorer_key(dataset),
-                         {"dataset": dataset}))
-        if not o["no_compare"]:
-            names = [d.name for d in datasets] if o["dataset"] else None
-            todo.append(("comparison", Report.COMPARISON, cached_reports.comparison_key(names, settings), {}))
-        if not o["no_campaigns"]:
-            for campaign in Campaign.objects.filter(dataset__in=datasets).order_by("name"):
-                todo.append((f"campaign {campaign.name}", Report.CAMPAIGN, cached_reports.campaign_key(campaign),
-                             {"campaign": campaign}))
-        for label, kind, (key, params), subject in todo:
-            t0 = time.perf_counter()
-            row = request_report(kind, key, params, **subject)
+        todo = reports_for(datasets, settings, compare=not o["no_compare"],
+                           compare_names=[d.name for d in datasets] if o["dataset"] else None,
+                           campaigns=not o["no_campaigns"])
+        for label, row, seconds in request_all(todo):
             state = row.status if row.status != Report.DONE else "ready"
             problem = cached_reports.problem(row.data) if row.status == Report.DONE else None
             note = f" (the page will say: {problem})" if problem else ""
-            self.stdout.write(f"{label}: {state} in {time.perf_counter() - t0:.1f} s{note}")
+            self.stdout.write(f"{label}: {state} in {seconds:.1f} s{note}")
