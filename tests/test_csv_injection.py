@@ -44,6 +44,16 @@ def as_dicts(rows):
     return [dict(zip(rows[0], r)) for r in rows[1:]]
 
 
+def live_without_all_pictures(campaign):
+    """Put a draft campaign live without the publishing check (crowd.images.campaign_image_problem,
+    tested in test_image_sources.py): one hostile key here, '=HYPERLINK("http://x","y")', has a '//'
+    that no image URL may carry (crowd.kinds.base.quote_key), so the engine rightly refuses to publish
+    a campaign that shows it; these tests are about the CSV exports of the answers."""
+    Campaign.objects.filter(pk=campaign.pk).update(state=Campaign.LIVE)
+    campaign.refresh_from_db()
+    return campaign
+
+
 @pytest.fixture
 def ds(tmp_path):
     return hostile_dataset(tmp_path, "formulas", FORMULAS, reference_prefix=ATOM_PREFIX)
@@ -93,7 +103,8 @@ def test_the_owasp_examples():
 # --- campaign exports ------------------------------------------------------------------------------------
 def test_judgment_exports_neutralise_collected_answers(ds, alice):
     user, client = alice
-    desc = engine.create_campaign(ds, "description", name="desc", owners=[user], state=Campaign.LIVE, k=1, gold_every=0)
+    desc = live_without_all_pictures(engine.create_campaign(ds, "description", name="desc", owners=[user], k=1,
+                                                            gold_every=0))
     worker = engine.invite_workers(1, label=FORMULAS[0])[0]
     for p in FORMULAS:
         a = engine.accept(desc, worker)
@@ -126,7 +137,7 @@ def test_visual_atoms_csv_round_trips_into_a_campaign_and_its_aggregates(ds, ali
     items = {(i.payload["word"], i.payload["category"]) for i in Item.objects.filter(campaign=campaign, is_gold=False)}
     assert items == words  # the campaign asks about "@user", not "'@user"
     simulate(campaign, raters=3, seed=1)
-    div = engine.create_campaign(ds, "diversity", name="div", owners=[user], state=Campaign.LIVE, k=2)
+    div = live_without_all_pictures(engine.create_campaign(ds, "diversity", name="div", owners=[user], k=2))
     simulate(div, raters=3, seed=2)
     for name in ("atoms", "div"):
         for url in (f"/campaigns/{name}/aggregate.csv", f"/campaigns/{name}/judgments.csv"):
