@@ -40,7 +40,7 @@ from crowd.models import Campaign, Dataset, HumanJudgment
 from crowd.simulate import CSRF, ITEM, SUBMIT_KEY, TASK_URL, HttpTransport, _path
 from metrics.models import MetricRun, MetricScore
 
-from .conftest import FLICKR8K, ROOT, run_command
+from .conftest import FLICKR8K, ROOT, TEST_IMAGE_URL, run_command
 from .test_celery_worker import BROKER, database_url
 
 PY = sys.executable
@@ -378,7 +378,8 @@ def test_postgres_restart_while_raters_submit(private_postgres, procs, subset_di
     manage("migrate", "--noinput", env=env)
     manage("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub", env=env)
     manage("create_campaign", "rating", "--dataset", "sub", "--name", "pgfault", "--k", "3",
-           "--gold", "0", "--gold-every", "0", "--live", env=env)
+           "--gold", "0", "--gold-every", "0", "--live",
+           "--image-url", TEST_IMAGE_URL, env=env)  # raters must see a picture to be published
     links = manage("invite_raters", "--campaign", "pgfault", "-n", "8", env=env).split()
     base = procs.gunicorn(env)
     raters = Raters(base, "pgfault", [_path(link) for link in links])

@@ -259,11 +259,24 @@ def test_report_status_json_and_the_no_script_fallback(subset):
 # --- browser: the bars move in place and the page reloads once when done ----------------------------
 
 @pytest.mark.django_db(transaction=True)
-def test_progress_bars_advance_in_place_and_finish_in_chromium(subset, staff, live_server, browser, settings):
+def test_progress_bars_advance_in_place_and_finish_in_chromium(subset, staff, live_server, browser, settings,
+                                                              monkeypatch):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
+    from metrics import pipeline
+
     settings.METRICS_CHUNK_SIZE = 40
+    # each stored chunk stays visible for a moment (the run goes on in this process's background
+    # thread), so the 1 s polling sees a partial bar whatever the machine's speed
+    reported = pipeline.report_progress
+
+    def slow_report(run):
+        out = reported(run)
+        time.sleep(0.8)
+        return out
+
+    monkeypatch.setattr(pipeline, "report_progress", slow_report)
     run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_4")
     # 1. a report being computed: the bar and text change in place, one reload when it is stored
     key, params = cached_reports.correlation_key(subset, None)
