@@ -8,6 +8,9 @@ environment:
     database). Unset: a SQLite file ``var/captioneval.sqlite3`` (embedded quick-start default).
 ``CELERY_BROKER_URL``
     e.g. ``redis://127.0.0.1:6379/0``. Unset: Celery tasks run in-process (``task_always_eager``).
+``CROWD_MIN_SECONDS_PER_TASK``
+    the speed check's floor in seconds per task (default 2; 0 = off) for campaigns without their own
+    ``min_seconds_per_task`` (:func:`crowd.quality.min_seconds_per_task`).
 ``REPORTS_AFTER_METRIC_RUNS``
     ``1`` (default): with a broker, a dataset's reports are queued once its last metric run is done
     (:func:`analysis.warm.refresh_after_run`); ``0``: computed when a page first asks for them.
@@ -152,6 +155,9 @@ CACHES = {
     )
 }
 RATER_RATE_LIMIT = os.environ.get("RATER_RATE_LIMIT", "120/m")
+# The speed check's floor (seconds per task) for campaigns without their own min_seconds_per_task
+# option; 0 switches it off (crowd.quality.min_seconds_per_task).
+CROWD_MIN_SECONDS_PER_TASK = float(os.environ.get("CROWD_MIN_SECONDS_PER_TASK", "2"))
 
 # --- Celery -------------------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
