@@ -33,7 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--height", type=int, default=320)
 
     def handle(self, *args, **o):
-        from PIL import Image as Picture, ImageDraw
+        from PIL import Image as Picture, ImageDraw, ImageFont
 
         try:
             dataset = Dataset.objects.get(name=o["dataset"])
@@ -49,6 +49,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc))
         root = Path(o["dir"]).resolve()
         root.mkdir(parents=True, exist_ok=True)
+        size = max(10, o["width"] // 30)  # px: readable on a phone
+        font = ImageFont.load_default(size=size)
         written = 0
         for key in keys:
             path = root / key
@@ -58,9 +60,9 @@ class Command(BaseCommand):
             picture = Picture.new("RGB", (o["width"], o["height"]), BACKGROUND)
             draw = ImageDraw.Draw(picture)
             draw.rectangle([4, 4, o["width"] - 5, o["height"] - 5], outline=INK, width=2)
-            draw.text((16, 16), f"placeholder for {dataset.name}", fill=INK)
-            draw.text((16, 36), f"image {key}", fill=INK)
-            draw.text((16, o["height"] - 30), "(the real picture is not bundled)", fill=INK)
+            draw.text((16, 16), f"placeholder for {dataset.name}", fill=INK, font=font)
+            draw.text((16, 16 + 2 * size), f"image {key}", fill=INK, font=font)
+            draw.text((16, o["height"] - 16 - 2 * size), "(the real picture is not bundled)", fill=INK, font=font)
             fmt = "PNG" if path.suffix.lower() == ".png" else "JPEG"
             tmp = path.with_name(path.name + ".part")
             picture.save(tmp, fmt)
