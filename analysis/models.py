@@ -41,14 +41,15 @@ class Report(models.Model):
 
     CAMPAIGN, IMAGE = "campaign", "image"
     CORRELATIONS, BENCHMARK, COMPARISON = "correlations", "benchmark", "comparison"
-    EXPLORER, SCATTER = "explorer", "scatter"
+    EXPLORER, SCATTER, LEADERBOARD = "explorer", "scatter", "leaderboard"
     PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
     STATES = [(s, s) for s in (PENDING, RUNNING, DONE, FAILED)]
 
     kind = models.CharField(max_length=30, choices=[
         (CAMPAIGN, "campaign report"), (IMAGE, "per-image diversity"), (CORRELATIONS, "dataset correlation report"),
         (BENCHMARK, "benchmark meta-evaluation"), (COMPARISON, "cross-benchmark comparison"),
-        (EXPLORER, "example explorer table"), (SCATTER, "metric-vs-human scatter")])
+        (EXPLORER, "example explorer table"), (SCATTER, "metric-vs-human scatter"),
+        (LEADERBOARD, "system leaderboard")])
     key = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the report's kind and inputs")
     campaign = models.ForeignKey("crowd.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
