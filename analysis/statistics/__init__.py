@@ -51,6 +51,15 @@ Meta-evaluation (:mod:`analysis.statistics.pairwise`, :mod:`analysis.statistics.
 * :func:`compare_forced_choice` -- paired sign-flip permutation test between forced-choice
   accuracies on the same pairs, with significance clusters.
 
+Systems (:mod:`analysis.statistics.systems`; sacrebleu 2.6.0 ``significance.py`` replicated):
+
+* :class:`CorpusEstimate` / :func:`corpus_estimate` -- corpus score from per-unit sufficient
+  statistics with a percentile bootstrap interval; :func:`mean_score_fn`.
+* :class:`PairedTest` / :func:`paired_bootstrap` (Koehn 2004) / :func:`approximate_randomization`
+  (Riezler & Maxwell 2005) / :func:`paired_test` -- paired significance between two systems.
+* :func:`system_significance_clusters` (``systems.significance_clusters``) -- WMT-style clusters of
+  systems; :func:`system_agreement` -- system-level Kendall tau-b and Pearson with a caveat.
+
 This package must not import Django.
 """
 
@@ -100,6 +109,17 @@ from .pairwise import (
 )
 from .report import AgreementReport, MetricAgreement, metric_agreement
 from .results import Estimate, bootstrap_mean, finite_or_none, forced_choice_credit, percentile_interval
+from .systems import (
+    CorpusEstimate,
+    PairedTest,
+    approximate_randomization,
+    corpus_estimate,
+    mean_score_fn,
+    paired_bootstrap,
+    paired_test,
+    system_agreement,
+)
+from .systems import significance_clusters as system_significance_clusters
 from .significance import (
     MetricComparison,
     compare_forced_choice,
@@ -162,4 +182,13 @@ __all__ = [
     "system_level_correlation",
     "GroupMeanResult",
     "per_group_correlation",
+    "CorpusEstimate",
+    "corpus_estimate",
+    "mean_score_fn",
+    "PairedTest",
+    "paired_bootstrap",
+    "approximate_randomization",
+    "paired_test",
+    "system_significance_clusters",
+    "system_agreement",
 ]
