@@ -238,6 +238,26 @@ def explorer_key(dataset) -> tuple[str, dict]:
     return _digest(Report.EXPLORER, ident), {}
 
 
+def leaderboard_key(dataset, settings_: dict | None = None) -> tuple[str, dict]:
+    """(SHA-256 key, params) of the system leaderboard of ``dataset``
+    (:func:`analysis.leaderboard.leaderboard`) with ``settings_`` = {"metrics", "criteria",
+    "baseline", "resamples", "seed", "test", "alpha"} (missing keys: the defaults of
+    :func:`analysis.leaderboard.default_settings`; metrics/criteria None = all). The key changes
+    with :func:`dataset_version` (runs, imported judgments, metric configuration, tokenizer), the
+    dataset's captions ((count, max id): ``import_coco --results`` adds a system to a dataset), the
+    systems of unpublished campaigns and the leaderboard's version. The params are what
+    :func:`_leaderboard_payload` passes on."""
+    from . import leaderboard
+
+    params = {**leaderboard.default_settings(), **(settings_ or {})}
+    params = {k: params[k] for k in leaderboard.default_settings()}
+    for k in ("metrics", "criteria"):
+        params[k] = list(params[k]) if params[k] else None
+    ident = {"inputs": dataset_version(dataset), "captions": _id_set(Caption.objects.filter(image__dataset=dataset)),
+             "private_systems": privacy.private_system_ids(dataset), "format": leaderboard.VERSION, **params}
+    return _digest(Report.LEADERBOARD, ident), params
+
+
 def problem(data: dict | None) -> str | None:
     """The message of a stored report that could not be made (``{"problem": message}``), else None."""
     return data.get("problem") if isinstance(data, dict) and set(data) == {"problem"} else None
@@ -302,6 +322,14 @@ def _scatter_payload(report: Report) -> dict:
     return charts.scatter_data(report.dataset, report.params["metric"], max_points=report.params["max_points"])
 
 
+def _leaderboard_payload(report: Report) -> dict:
+    from . import leaderboard
+
+    p = report.params
+    return leaderboard.leaderboard(report.dataset, metrics=p["metrics"], criteria=p["criteria"], baseline=p["baseline"],
+                                   n_resamples=p["resamples"], seed=p["seed"], test=p["test"], alpha=p["alpha"])
+
+
 #: how each type of stored report is built; the dataset-level ones turn a ReportError/PipelineError
 #: (a property of the inputs, e.g. nothing computed yet) into a stored {"problem": message}
 _BUILDERS = {
@@ -312,6 +340,7 @@ _BUILDERS = {
     Report.COMPARISON: (_comparison_payload, True),
     "scatter": (_scatter_payload, True),  # analysis.charts.SCATTER_KIND (not among Report.kind's choices yet)
     Report.EXPLORER: (_explorer_payload, False),
+    Report.LEADERBOARD: (_leaderboard_payload, True),  # LeaderboardError is a ReportError: stored as the problem
 }
 
 

@@ -415,3 +415,109 @@ def bar_spec(bars: dict, title: str) -> dict:
         "kind": "bars", "ceiling": bars.get("ceiling"), "chance": bars.get("chance"), "note": bars.get("note", ""),
         "unit": "x100", "values": {e["metric"]: e["value"] for e in entries}}})
     return spec
+
+
+# --------------------------------------------------------------------------------------------
+# System leaderboard (analysis.leaderboard): interval bars and the p-value heat map
+# --------------------------------------------------------------------------------------------
+ORANGE = "#e8710a"
+
+
+def leaderboard_interval_spec(entries: list[dict], axis_title: str, title: str, subtitle: str = "",
+                              baseline: str | None = None) -> dict:
+    """Vega-Lite spec of one leaderboard column: one row per system (in the order of ``entries``,
+    best first), its score as a dot and its 95% bootstrap interval (resampling images) as a
+    horizontal bar, the rank as a label right of the interval; the ``baseline`` system in orange,
+    with a legend below the plot saying so.
+
+    entries : [{"system", "value", "lo", "hi", "rank", "cluster"}] in the unit of the page's table
+        (x100 for a metric whose range is [0, 1]); ``lo``/``hi`` None when the interval is undefined.
+    ``usermeta`` names what is drawn (for the page and tests)."""
+    base_label = f"baseline: {baseline}"
+    values = [dict(e, role=base_label if e["system"] == baseline else "other systems") for e in entries if e["value"] is not None]
+    order = [e["system"] for e in values]
+    y = {"field": "system", "type": "nominal", "sort": order, "title": None, "axis": {"labelLimit": 160}}
+    x_title = axis_title
+    lows = [e["lo"] if e["lo"] is not None else e["value"] for e in values]
+    highs = [e["hi"] if e["hi"] is not None else e["value"] for e in values]
+    pad = 0.08 * ((max(highs) - min(lows)) if values and max(highs) > min(lows) else 1.0)
+    domain = [min(lows) - pad, max(highs) + pad] if values else [0, 1]
+    x_scale = {"domain": domain, "nice": False, "zero": False}
+    if baseline in order:
+        color = {"field": "role", "type": "nominal", "title": None,
+                 "scale": {"domain": ["other systems", base_label], "range": [BLUE, ORANGE]},
+                 "legend": {"orient": "bottom", "labelLimit": 300}}
+    else:
+        color = {"value": BLUE}
+    tooltip = [{"field": "system", "title": "system"}, {"field": "value", "title": axis_title, "format": ".3~f"},
+               {"field": "lo", "title": "95% CI low", "format": ".3~f"}, {"field": "hi", "title": "95% CI high", "format": ".3~f"},
+               {"field": "rank", "title": "rank"}, {"field": "cluster", "title": "significance cluster"}]
+    with_ci = [e for e in values if e["lo"] is not None and e["hi"] is not None]
+    layers = [
+        {"data": {"values": with_ci}, "mark": {"type": "rule", "strokeWidth": 3, "opacity": 0.55},
+         "encoding": {"y": y, "x": {"field": "lo", "type": "quantitative", "scale": x_scale, "title": x_title},
+                      "x2": {"field": "hi"}, "color": color, "tooltip": tooltip}},
+        {"data": {"name": "systems", "values": values}, "mark": {"type": "point", "filled": True, "size": 70, "opacity": 1},
+         "encoding": {"y": y, "x": {"field": "value", "type": "quantitative", "scale": x_scale, "title": x_title},
+                      "color": color, "tooltip": tooltip}},
+        {"data": {"values": [dict(e, top=e["hi"] if e["hi"] is not None else e["value"]) for e in values if e.get("rank")]},
+         "transform": [{"calculate": "'#' + datum.rank", "as": "rank_label"}],
+         "mark": {"type": "text", "align": "left", "dx": 5, "fontSize": 10, "color": "#222"},
+         "encoding": {"y": y, "x": {"field": "top", "type": "quantitative", "scale": x_scale}, "text": {"field": "rank_label"}}},
+    ]
+    spec = _base(title, subtitle, height=max(150, 30 * len(values) + 60))
+    spec.update({"layer": layers, "usermeta": {
+        "kind": "leaderboard-intervals", "systems": order, "baseline": baseline,
+        "values": {e["system"]: e["value"] for e in values}}})
+    return spec
+
+
+def leaderboard_pvalue_spec(systems: list[str], cells: list[dict], alpha: float, title: str, subtitle: str = "",
+                            delta_title: str = "delta") -> dict:
+    """Vega-Lite spec of the pairwise p-value matrix of one metric as a heat map: row system a,
+    column system b (both in the order of ``systems``, best first), the cell coloured by the
+    p-value of the paired test of a against b (blue below ``alpha``, pale above: the colour scale breaks there)
+    and labelled with it, a star when significant at ``alpha``; the tooltip gives the difference
+    a - b in the table's unit with its 95% interval, the Holm-adjusted p-value, the test and the
+    number of images. Cells have a fixed size (44 x 30 px), so a phone shows the matrix scaled down,
+    not squeezed.
+
+    cells : [{"a", "b", "p", "delta", "lo", "hi", "significant": bool, "test": str}] (both
+        orientations of a pair when the page wants a symmetric matrix; the diagonal is left empty).
+    """
+    def label(c):
+        p = c["p"]
+        text = "<.001" if p is not None and p < 0.001 else ("" if p is None else f"{p:.3f}".lstrip("0") if p < 1 else "1")
+        return text + ("*" if c["significant"] else "")
+
+    values = [dict(c, label=label(c), dark=bool(c["p"] is not None and c["p"] < alpha)) for c in cells]
+    axis = {"labelLimit": 120}
+    x = {"field": "b", "type": "nominal", "sort": systems, "scale": {"domain": systems}, "title": "system b",
+         "axis": dict(axis, labelAngle=-30, orient="top")}
+    y = {"field": "a", "type": "nominal", "sort": systems, "scale": {"domain": systems}, "title": "system a", "axis": axis}
+    tooltip = [{"field": "a", "title": "system a"}, {"field": "b", "title": "system b"},
+               {"field": "delta", "title": delta_title, "format": "+.3~f"},
+               {"field": "lo", "title": "95% CI low", "format": "+.3~f"}, {"field": "hi", "title": "95% CI high", "format": "+.3~f"},
+               {"field": "p", "title": "p-value", "format": ".4~f"}, {"field": "significant", "title": f"significant at {alpha:g}"},
+               {"field": "p_holm", "title": "p (Holm-adjusted)", "format": ".4~f"}, {"field": "test", "title": "test"},
+               {"field": "n_images", "title": "images"}]
+    layers = [
+        {"data": {"name": "cells", "values": values}, "mark": {"type": "rect", "stroke": "#fff", "strokeWidth": 1},
+         "encoding": {"x": x, "y": y, "tooltip": tooltip,
+                      "color": {"field": "p", "type": "quantitative", "title": "p-value",
+                                # blues below alpha (significant), pale sand to white above it
+                                "scale": {"domain": [0, alpha, alpha * 1.0001, 1],
+                                          "range": ["#08306b", "#3a7fc0", "#f3e6c4", "#ffffff"], "clamp": True},
+                                "legend": {"orient": "bottom", "direction": "horizontal", "gradientLength": 160}}}},
+        {"data": {"values": values}, "mark": {"type": "text", "fontSize": 11},
+         "encoding": {"x": x, "y": y, "text": {"field": "label"}, "tooltip": tooltip,
+                      "color": {"condition": {"test": "datum.dark", "value": "#fff"}, "value": "#222"}}},
+    ]
+    # fixed cells (not the container's width): on a phone the matrix keeps its cells and the page's
+    # CSS scales the drawing down, instead of the labels squeezing the plot to nothing
+    spec = _base(title, subtitle, width={"step": 44}, height={"step": 30})
+    spec["autosize"] = {"type": "pad"}
+    spec.update({"layer": layers, "usermeta": {
+        "kind": "leaderboard-pvalues", "systems": systems, "alpha": alpha,
+        "cells": {f"{c['a']}|{c['b']}": c["p"] for c in cells}}})
+    return spec

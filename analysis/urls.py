@@ -2,7 +2,7 @@ from urllib.parse import quote, unquote
 
 from django.urls import path, register_converter
 
-from . import benchmark_views, chart_views, diversity_views, explorer_views, views
+from . import benchmark_views, chart_views, diversity_views, explorer_views, leaderboard_views, views
 from .status_views import report_status  # progress of a stored report (computing.html)
 
 
@@ -41,6 +41,13 @@ urlpatterns = [
     path("datasets/<slug:name>/benchmark/significance.png", benchmark_views.significance_png, name="benchmark-significance"),
     path("datasets/<slug:name>/benchmark/significance.svg", benchmark_views.significance_png, {"fmt": "svg"}, name="benchmark-significance-svg"),
     path("datasets/<slug:name>/benchmark/significance.pdf", benchmark_views.significance_png, {"fmt": "pdf"}, name="benchmark-significance-pdf"),
+    path("datasets/<slug:name>/leaderboard/", leaderboard_views.leaderboard_page, name="leaderboard"),
+    path("datasets/<slug:name>/leaderboard.json", leaderboard_views.leaderboard_json, name="leaderboard-json"),
+    path("datasets/<slug:name>/leaderboard.csv", leaderboard_views.leaderboard_csv, name="leaderboard-csv"),
+    path("datasets/<slug:name>/leaderboard.tex", leaderboard_views.leaderboard_latex, name="leaderboard-latex"),
+    path("datasets/<slug:name>/leaderboard/intervals/metric/<key:metric>.json", leaderboard_views.interval_spec, name="leaderboard-intervals"),
+    path("datasets/<slug:name>/leaderboard/intervals/human/<key:criterion>.json", leaderboard_views.interval_spec, name="leaderboard-human-intervals"),
+    path("datasets/<slug:name>/leaderboard/p-values/<key:metric>.json", leaderboard_views.pvalue_spec, name="leaderboard-pvalues"),
     path("reports/<int:pk>/status.json", report_status, name="report-status"),
     path("compare/", benchmark_views.compare_page, name="compare"),
     path("compare.json", benchmark_views.compare_json, name="compare-json"),

@@ -24,7 +24,7 @@ from django.db import transaction
 from crowd.models import Campaign, Dataset
 from metrics.models import MetricRun
 
-from . import cached_reports, charts
+from . import cached_reports, charts, leaderboard
 from .benchmarks import DEFAULT_ALPHA, DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES
 from .models import Report
 from .reports import ReportError, completed_runs, protocol
@@ -60,6 +60,10 @@ def reports_for(datasets: list[Dataset], settings: dict | None = None, *, compar
                          {"dataset": dataset}))
         todo.append((f"{dataset.name}: example explorer", Report.EXPLORER, cached_reports.explorer_key(dataset),
                      {"dataset": dataset}))
+        if len(leaderboard.candidate_systems(dataset)) >= 2:  # the default leaderboard page (analysis.leaderboard)
+            board = {"resamples": settings["resamples"], "seed": settings["seed"], "alpha": settings["alpha"]}
+            todo.append((f"{dataset.name}: leaderboard", Report.LEADERBOARD,
+                         cached_reports.leaderboard_key(dataset, board), {"dataset": dataset}))
     if compare:
         todo.append(("comparison", Report.COMPARISON, cached_reports.comparison_key(compare_names, settings), {}))
     if campaigns:

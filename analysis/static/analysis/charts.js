@@ -37,7 +37,9 @@
       target.textContent = meta.n_shown < meta.n
         ? `showing ${meta.n_shown.toLocaleString("en")} of ${meta.n.toLocaleString("en")} captions (a random sample; the grey cells count every caption)`
         : `${meta.n.toLocaleString("en")} captions; hover a point for the caption, its references and scores`;
-    }  // a bar chart's note (where the ceiling is) is its subtitle
+    } else if (meta.kind === "leaderboard-pvalues") {
+      target.textContent = `${meta.systems.length} systems; * = p < ${meta.alpha}; hover a cell for the difference and its interval`;
+    }  // a bar chart's note (where the ceiling is) is its subtitle; a leaderboard interval chart's too
   }
 
   async function draw(el) {
