@@ -88,7 +88,7 @@ def test_registry_holds_every_importer_module_and_its_options():
         for _, cls in inspect.getmembers(mod, inspect.isclass):
             if issubclass(cls, Importer) and cls.__module__ == mod.__name__ and cls.format:
                 found[cls.format] = cls
-    assert set(found) == {"flickr8k-expert", "flickr8k-crowdflower", "pascal50s", "thumb"}
+    assert set(found) == {"flickr8k-expert", "flickr8k-crowdflower", "judgments", "pascal50s", "thumb"}
     assert {fmt: type(imp) for fmt, imp in IMPORTERS.items()} == found
     assert IMPORTER_OPTIONS == {"pascal50s": ("references", "seed")}
     assert "coco" not in IMPORTERS  # COCO extends datasets through its own command
