@@ -6,7 +6,7 @@ analysis (crowd does not import analysis): the project's URLconf includes
 :mod:`analysis.campaign_urls`, which is these patterns plus those four."""
 from django.urls import path
 
-from .views import images, mturk, mturk_owner, owner, rater
+from .views import images, judgments_upload, mturk, mturk_owner, owner, rater
 
 app_name = "crowd"
 urlpatterns = [
@@ -40,4 +40,7 @@ urlpatterns = [
     path("datasets/<slug:name>/image-files/<path:key>", images.image_file, name="image-file"),
     path("datasets/<slug:name>/image-upload/", images.image_upload, name="image-upload"),
     path("campaigns/<slug:name>/images/", images.image_check, name="image-check"),
+    # bring-your-own benchmarks: the staff upload of a judgment file, the re-importable export of a dataset
+    path("judgments/upload/", judgments_upload.judgments_upload, name="judgments-upload"),
+    path("datasets/<slug:name>/export.<str:fmt>", judgments_upload.dataset_export, name="dataset-export"),
 ]
