@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
 from evalcore import csvsafe
-from . import cached_reports, plots
+from . import cached_reports, plots, published
 from .benchmarks import (
     DEFAULT_ALPHA,
     DEFAULT_PERMUTATIONS,
@@ -104,6 +104,8 @@ def benchmark_page(request, name):
         return _bad(exc)
     criterion = request.GET.get("criterion") or None
     report, problem, computing, _ = _read(dataset, settings, criterion)
+    if report:  # the published values from the bundled table, beside ours (analysis.published)
+        report = published.attach(dataset, report)
     context = {"dataset": dataset, "report": report, "problem": problem, "settings": settings, "labels": LABELS,
                "query": _query(settings, criterion=criterion), "computing": computing}
     if report:
@@ -143,7 +145,7 @@ def benchmark_json(request, name):
         return _bad(problem)
     if computing is not None:
         return not_ready(row, "benchmark report")
-    response = JsonResponse(report, json_dumps_params={"indent": 2})
+    response = JsonResponse(published.attach(dataset, report), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="{name}-benchmark.json"'
     return response
 
@@ -219,7 +221,10 @@ def _comparison(request):
     settings = _settings(request)
     names = [n for n in request.GET.getlist("dataset") if n] or None
     key, params = cached_reports.comparison_key(names, settings)
-    return (*read_report(Report.COMPARISON, key, params), settings)
+    matrix, *rest = read_report(Report.COMPARISON, key, params)
+    if matrix:  # the published values remade from the bundled table (analysis.published)
+        matrix = published.attach_comparison(matrix)
+    return (matrix, *rest, settings)
 
 
 @require_GET
@@ -239,7 +244,7 @@ def compare_page(request):
     rows = [{"metric": r["metric"], "name": r["name"], "cells": [(c, r["cells"].get(c["id"])) for c in columns]} for r in matrix["rows"]]
     return render(request, "analysis/compare.html", {
         "matrix": matrix, "columns": columns, "rows": rows, "settings": settings, "query": _query(settings),
-        "computing": computing,
+        "computing": computing, "published": matrix.get("published") or [],
     })
 
 

@@ -53,6 +53,7 @@ from crowd.models import Dataset, System
 from metrics import pipeline, uploads
 from metrics.models import MetricScore
 
+from . import published
 from .models import CorrelationReport
 from .reports import (
     ReportError,
@@ -128,7 +129,9 @@ def benchmark_report(
                                       (only when the protocol names a judged ``human_system``)}
                                      | {"error": str}}},
          "ceiling": {"item": CeilingResult dict | {"error": str}},   (forced choice: also "per_category")
-         "significance": {"permutation": MetricComparison dict, "williams": MetricComparison dict}}
+         "significance": {"permutation": MetricComparison dict, "williams": MetricComparison dict},
+         "published": analysis.published.block (published values of the attached benchmark beside
+                      ours; not stored with the report, remade from the bundled table) | None}
 
     Forced-choice benchmarks (``protocol.task == "forced_choice"``) have ``"task": "forced_choice"``,
     ``"headline": "accuracy"`` and per metric ``{"accuracy", "ci95", "n_pairs", "n_excluded",
@@ -160,13 +163,15 @@ def benchmark_report(
     if use_cache:
         cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
         if cached is not None:
-            return _restore_order(cached.payload, runs)
+            return published.attach(dataset, _restore_order(cached.payload, runs))
     if proto["task"] == Dataset.TASK_FORCED_CHOICE:
         report = _forced_choice_report(dataset, proto, runs, settings, significance)
     else:
         report = _rating_report(dataset, proto, criterion, runs, settings, levels, statistics, significance)
     CorrelationReport.objects.update_or_create(dataset=dataset, key=key, defaults={"payload": report})
-    return report
+    # The published values (static data, analysis.published) are added to what is returned, not to
+    # the stored payload; the pages and downloads remake them from the bundled table when they read it.
+    return published.attach(dataset, report)
 
 
 def _restore_order(report: dict, runs: dict) -> dict:
@@ -414,7 +419,8 @@ def comparison(
         {"settings": {...}, "columns": [{"id", "dataset", "criterion", "category", "statistic",
                                          "ceiling": {"value", "ci95"} | None}],
          "rows": [{"metric": key, "name": str, "cells": {column id: {"value", "ci95", "rank"}}}],
-         "skipped": [{"dataset": name, "reason": str}]}
+         "skipped": [{"dataset": name, "reason": str}],
+         "published": [analysis.published.block of each dataset attached to a published benchmark]}
 
     ``datasets``: names (default every dataset with human judgments); a dataset whose report
     cannot be made is listed in ``skipped`` with the reason (unless it was named explicitly, then
@@ -429,6 +435,7 @@ def comparison(
         "columns": [], "rows": [], "skipped": [],
     }
     rows: dict[str, dict] = {}
+    attached = []  # (dataset, report of its first column) for the published values
     for name in names:
         dataset = pipeline.get_dataset(name)
         for column in benchmark_columns(dataset):
@@ -448,6 +455,8 @@ def comparison(
                 ceiling = report["ceiling"].get("per_category", {}).get(column["category"], {"error": "no ceiling"})
             column = dict(column, ceiling=None if "error" in ceiling else {"value": ceiling["value"], "ci95": ceiling["ci95"]})
             ranks = (report.get("significance", {}).get("permutation") or {}).get("ranks", {})
+            if not any(d is dataset for d, _ in attached):
+                attached.append((dataset, report))
             out["columns"].append(column)
             for metric, entry in report["metrics"].items():
                 row = rows.setdefault(metric, {"metric": metric, "name": entry["name"], "cells": {}})
@@ -463,28 +472,71 @@ def comparison(
                             "rank": ranks.get(metric)}
                 row["cells"][column["id"]] = cell
     out["rows"] = list(rows.values())
+    out["published"] = published.comparison_blocks(attached)
     return out
 
 
 COMPARISON_CSV_COLUMNS = ["metric", "name", "benchmark", "dataset", "criterion", "category", "statistic",
-                          "value", "ci95_lo", "ci95_hi", "rank"]
+                          "value", "ci95_lo", "ci95_hi", "rank", "source", "citation"]
+COMPUTED_HERE = "computed here"
 
 
 def comparison_csv_rows(matrix: dict):
     """Long-format rows of the comparison (header first), one per metric x benchmark cell, plus a
-    ``human_ceiling`` row per benchmark that has one; values as in the JSON (not x100)."""
+    ``human_ceiling`` row per benchmark that has one; values as in the JSON (not x100), ``source``
+    "computed here". Then one row per published value of the matrix's ``"published"`` blocks
+    (:mod:`analysis.published`): metric ``published:<folder>``, the benchmark column of its dataset,
+    value x1 (the table's x100 / 100), no interval or rank, ``source`` "published, not computed here"
+    and the ``citation`` (paper table, repository and commit)."""
     yield COMPARISON_CSV_COLUMNS
     for col in matrix["columns"]:
         if col["ceiling"]:
             yield ["human_ceiling", "Human ceiling", col["id"], col["dataset"], col["criterion"], col["category"],
-                   col["statistic"], col["ceiling"]["value"], *col["ceiling"]["ci95"], None]
+                   col["statistic"], col["ceiling"]["value"], *col["ceiling"]["ci95"], None, COMPUTED_HERE, None]
     for row in matrix["rows"]:
         for col in matrix["columns"]:
             cell = row["cells"].get(col["id"])
             if cell is None:
                 continue
             yield [row["metric"], row["name"], col["id"], col["dataset"], col["criterion"], col["category"],
-                   col["statistic"], cell["value"], *cell["ci95"], cell["rank"]]
+                   col["statistic"], cell["value"], *cell["ci95"], cell["rank"], COMPUTED_HERE, None]
+    for b in matrix.get("published") or []:
+        col = next((c for c in matrix["columns"] if c["dataset"] == b["dataset"]), None)
+        for r in b["rows"]:
+            yield [f"published:{r['metric']}", r["name"], col["id"] if col else b["dataset"], b["dataset"],
+                   col["criterion"] if col else None, None, r["statistic"], r["value"] / 100, None, None, None,
+                   published.NOTE, r["citation"]]
+
+
+def published_latex(blocks: list[dict]) -> str:
+    """A second booktabs ``table`` with the published values of ``blocks`` (:mod:`analysis.published`):
+    one row per benchmark, metric and statistic, the published value x100 and ours where computed,
+    each published value marked with a footnote letter naming its source table, and the repository
+    citation. Empty string when there is nothing published."""
+    rows = [(b, r) for b in blocks for r in b["rows"]]
+    if not rows:
+        return ""
+    notes: dict[str, str] = {}
+    lines = [
+        "% Published values, not computed here (analysis.published; data/published_correlations)",
+        "\\begin{table}[t]", "\\centering", "\\small",
+        "\\begin{tabular}{lllcc}", "\\toprule",
+        "Benchmark & Metric & Statistic & Published & Ours \\\\", "\\cmidrule(lr){1-5}",
+    ]
+    for b, r in rows:
+        mark = notes.setdefault(r["source"], chr(ord("a") + len(notes)) if len(notes) < 26 else str(len(notes) + 1))
+        ours = "--" if r["ours"] is None else f"{r['ours']:.1f}"
+        if not r["computed_here"]:
+            ours = "not computed here"
+        lines.append(" & ".join([latex_escape(f"{b['title']} ({b['dataset']})"), latex_escape(r["name"]),
+                                 latex_escape(r["label"]), f"{r['value']:.1f}$^{{{mark}}}$", latex_escape(ours)]) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", "", "\\par\\smallskip{\\footnotesize"]
+    lines += [f"$^{{{mark}}}$ {latex_escape(source)}.\\\\" for source, mark in notes.items()]
+    lines += [latex_escape(blocks[0]["citation"]) + ".}",
+              "\\caption{Published Kendall correlations with human judgments (x100), " + published.NOTE
+              + ": copied from the papers in the footnotes; ours (item level, same statistic) where this platform computes the metric.}",
+              "\\label{tab:published-agreement}", "\\end{table}"]
+    return "\n".join(lines) + "\n"
 
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -537,7 +589,8 @@ def comparison_latex(matrix: dict) -> str:
         f"(paired permutation test, {s['n_permutations']} permutations, $\\alpha = {s['alpha']}$).}}",
         "\\label{tab:metric-human-agreement}", "\\end{table}",
     ]
-    return "\n".join(lines) + "\n"
+    extra = published_latex(matrix.get("published") or [])
+    return "\n".join(lines) + "\n" + ("\n" + extra if extra else "")
 
 
 def _column_title(col: dict) -> str:
