@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from crowd.importers.judgments import PUBLISHED_AS, PUBLISHED_BY_KIND
+
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "published_correlations"
 NOTE = "published, not computed here"
 LICENCE = "BSD-3-Clause-Clear"
@@ -57,9 +59,10 @@ METRICS: dict[str, tuple[str | None, str]] = {
 }
 
 #: dataset kind (the importer that made it) -> benchmark of the table
-BENCHMARK_BY_KIND = {"flickr8k-expert": "flickr8k-ex", "flickr8k-crowdflower": "flickr8k-cf"}
-#: benchmarks an imported dataset may be mapped to with protocol["published_as"]
-ATTACHABLE = ("composite", "nebula", "polaris")
+BENCHMARK_BY_KIND = PUBLISHED_BY_KIND
+#: benchmarks an imported dataset may be mapped to with protocol["published_as"] (``import_dataset
+#: judgments --published-as``; flickr8k-ex / flickr8k-cf for a re-imported export of those sets)
+ATTACHABLE = PUBLISHED_AS
 TITLES = {
     "flickr8k-ex": "Flickr8k-Expert", "flickr8k-cf": "Flickr8k-CrowdFlower", "composite": "Composite",
     "nebula": "Nebula", "polaris": "Polaris",

@@ -39,7 +39,7 @@ from typing import TextIO
 from evalcore import csvsafe
 
 from .importers.base import image_key, shorten
-from .importers.judgments import HEADLINES, REFERENCE_SYSTEM, JudgmentMapping
+from .importers.judgments import HEADLINES, PUBLISHED_BY_KIND, REFERENCE_SYSTEM, JudgmentMapping
 from .models import Dataset, HumanJudgment, PairwiseJudgment
 
 EXPORT_FORMATS = ("jsonl", "csv")
@@ -164,7 +164,7 @@ def export_dataset(dataset: Dataset, fmt: str, out: TextIO, notes: list[str] | N
                 row += [rater or ""] + [repr(scores[c]) if c in scores else "" for c in criteria]
             row += references + [""] * (width - len(references))
             writer.writerow(row)
-    published = proto.get("published_as")
+    published = proto.get("published_as") or PUBLISHED_BY_KIND.get(dataset.kind)
     human = proto.get("human_system")
     return JudgmentMapping(
         image="image", candidate="candidate", references="references",

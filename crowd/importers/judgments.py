@@ -85,8 +85,14 @@ JUDGMENTS_KIND = "judgments"
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}
 #: Statistics a protocol may name as its headline (:data:`analysis.statistics.STATISTICS`).
 HEADLINES = ("kendall_tau_c", "kendall_tau_b", "pearson", "spearman")
-#: Published values a dataset may be compared with (read by the benchmark pages).
-PUBLISHED_AS = ("composite", "nebula", "polaris")
+#: Published values a dataset may be compared with (the benchmarks of the bundled table
+#: data/published_correlations, read by the benchmark pages): Composite, Nebula and Polaris for a
+#: benchmark you bring; flickr8k-ex and flickr8k-cf keep the published values of an exported and
+#: re-imported Flickr8k-Expert or CrowdFlower set (export_dataset writes them).
+PUBLISHED_AS = ("composite", "nebula", "polaris", "flickr8k-ex", "flickr8k-cf")
+#: The benchmark of the published table each bundled importer's datasets are (export_dataset
+#: carries it as ``published_as``; analysis.published maps the kinds the same way).
+PUBLISHED_BY_KIND = {"flickr8k-expert": "flickr8k-ex", "flickr8k-crowdflower": "flickr8k-cf"}
 ROWS = {"mean": "mean", "ratings": "rating", "rating": "rating"}
 DEFAULT_SYSTEM = "candidates"
 REFERENCE_SYSTEM = "references"

@@ -6,7 +6,7 @@ the ``--`` options are those the importers declare, e.g. ``--references``/``--se
 [--references-field F] [--score-field F ...] [--no-scores] [--system-field F] [--rater-field F]
 [--key-field F] [--criterion NAME ...] [--references-file F] [--rows mean|ratings] [--headline STAT]
 [--format json|jsonl|csv|tsv] [--human-system NAME] [--reference-system NAME]
-[--published-as composite|nebula|polaris]``:
+[--published-as BENCHMARK]``:
 your own benchmark from one file (:mod:`crowd.importers.judgments`); the positional argument is then
 the file. These options belong to ``judgments`` only, and the other formats' options are refused
 with ``judgments``.
