@@ -48,7 +48,7 @@ from .views import not_ready
 MAX_RESAMPLES = 10000
 #: the paired tests of the page, by their ``test=`` value (:data:`analysis.leaderboard.TESTS`)
 TESTS = {
-    "bootstrap": "paired bootstrap resampling (Koehn 2004; sacrebleu --paired-bs)",
+    "bootstrap": "paired bootstrap resampling (Koehn 2004; the resamples of sacrebleu --paired-bs, p-value from the deltas centred at the observed one)",
     "randomization": "approximate randomization (Riezler and Maxwell 2005; sacrebleu --paired-ar)",
 }
 SHORT_TESTS = {"bootstrap": "paired bootstrap resampling", "randomization": "approximate randomization"}
