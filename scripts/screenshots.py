@@ -36,6 +36,8 @@ PAGES = [
     ("image", "analysis:image", "image", (DESKTOP,)),
     ("benchmark", "analysis:benchmark", "dataset", (DESKTOP,)),
     ("compare", "analysis:compare", None, (DESKTOP,)),
+    ("leaderboard", "analysis:leaderboard", "systems", (DESKTOP, PHONE)),
+    ("judgments-upload", "crowd:judgments-upload", None, (DESKTOP,)),
     ("diversity", "analysis:diversity", "dataset", (DESKTOP,)),
     ("campaigns", "crowd:campaigns", None, (DESKTOP, PHONE)),
     ("campaign", "crowd:campaign", "campaign", (DESKTOP, PHONE)),
@@ -52,6 +54,7 @@ def parse_args(argv=None):
     p.add_argument("--password", default="demo")
     p.add_argument("--dataset", default="flickr8k-expert")
     p.add_argument("--campaign", default="demo-diversity")
+    p.add_argument("--systems-dataset", default="thumb", help="the dataset of the leaderboard page (several systems)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="only these pages (file names of PAGES)")
     return p.parse_args(argv)
 
@@ -70,6 +73,8 @@ def url_args(kind: str | None, args) -> list:
         return [args.dataset]
     if kind == "campaign":
         return [args.campaign]
+    if kind == "systems":  # a dataset with several systems: THumB in the demo
+        return [args.systems_dataset]
     if kind == "image":
         from crowd.models import Caption
 
