@@ -554,7 +554,7 @@ def leaderboard(dataset, metrics=None, criteria=None, baseline=None, n_resamples
                     f"the Bonferroni threshold is {alpha}/{n_pairs} = {alpha / max(n_pairs, 1):.4g}, and p_holm gives "
                     "Holm's step-down adjusted p-values (significant after correction when p_holm < alpha).")
     else:
-        multiple = (f"{n_pairs} comparisons with the baseline {baseline!r} per metric. 'significant' is p < {alpha} "
+        multiple = (f"{n_pairs} comparison{'s' if n_pairs != 1 else ''} with the baseline {baseline!r} per metric. 'significant' is p < {alpha} "
                     f"unadjusted; the Bonferroni threshold is {alpha}/{n_pairs} = {alpha / max(n_pairs, 1):.4g}, and "
                     "p_holm gives Holm's adjusted p-values.")
     if per_image:
