@@ -82,7 +82,7 @@ pytestmark = pytest.mark.django_db
 def test_thumb_corpus_scores_equal_pycocoevalcap_per_system(thumb, expected):
     _, boards = thumb
     report = boards["bootstrap"]
-    assert list(report["systems"]) == SYSTEMS  # the reference system is not ranked
+    assert sorted(report["systems"]) == SYSTEMS  # the reference system is not ranked
     assert [m["key"] for m in report["metrics"]] == ["bleu_1", "bleu_4", "rouge_l", "cider_d"]
     for name in SYSTEMS:
         metrics = report["systems"][name]["metrics"]
@@ -313,7 +313,10 @@ def test_coco_results_dataset_without_judgments(tmp_path):
     assert cached_reports.leaderboard_key(dataset)[0] != key_before  # a new system: a new report
     report = leaderboard("lb-coco", n_resamples=200, test="randomization")
     assert report["criteria"] == [] and all(s["human"] == {} for s in report["systems"].values())
-    assert list(report["systems"]) == SYSTEMS and report["system_agreement"] == {"bleu_4": {}, "cider_d": {}}
+    assert sorted(report["systems"]) == SYSTEMS and report["system_agreement"] == {"bleu_4": {}, "cider_d": {}}
+    # a leaderboard reads best first: systems in the order of the first metric's rank
+    ranks = [entry["metrics"][report["metrics"][0]["key"]]["rank"] for entry in report["systems"].values()]
+    assert ranks == sorted(ranks) and ranks[0] == 1
     assert len(report["comparisons"]) == 2 * 10 and report["clusters"]
     expected = coco_eval_scores(segs)
     for name in SYSTEMS:
