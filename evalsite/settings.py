@@ -194,6 +194,9 @@ CELERY_BEAT_SCHEDULE = {
     "resume-metric-runs": {"task": "metrics.resume_runs", "schedule": 300.0, "options": {"expires": 290}},
     "collect-mturk": {"task": "crowd.collect_mturk", "schedule": float(os.environ.get("MTURK_COLLECT_SECONDS", "300"))},
     "verify-claims": {"task": "crowd.verify_claims", "schedule": float(os.environ.get("CLAIM_VERIFY_SECONDS", "120"))},
+    "sync-prolific": {"task": "crowd.sync_prolific", "schedule": float(os.environ.get("PROLIFIC_SYNC_SECONDS", "120")),
+                      "options": {"expires": 110}},
+    "expire-sessions": {"task": "crowd.expire_sessions", "schedule": 60.0},
 }
 # Provider identities from URL parameters (an MTurk workerId) are claims until the provider
 # confirms them; unconfirmed ones are released this many seconds after their deadline.
@@ -241,6 +244,15 @@ MTURK_ORIGINS = "https://www.mturk.com https://workersandbox.mturk.com"
 MTURK_FRAME_ANCESTORS = os.environ.get("MTURK_FRAME_ANCESTORS", MTURK_ORIGINS).split()
 MTURK_SUBMIT_ORIGINS = os.environ.get("MTURK_SUBMIT_ORIGINS", MTURK_ORIGINS).split()
 MTURK_CLIENT_FACTORY = os.environ.get("MTURK_CLIENT_FACTORY", "crowd.mturk.client.boto3_client")
+
+# --- Prolific ---------------------------------------------------------------------------------
+# The API token (PROLIFIC_TOKEN) and the webhook secret (PROLIFIC_WEBHOOK_SECRET) are read from
+# the environment when needed and never stored in the database (crowd.prolific, docs/prolific.md).
+PROLIFIC_API_URL = os.environ.get("PROLIFIC_API_URL", "https://api.prolific.com/api/v1/")
+PROLIFIC_COMPLETE_URL = os.environ.get("PROLIFIC_COMPLETE_URL", "https://app.prolific.com/submissions/complete")
+PROLIFIC_TIMEOUT_SECONDS = float(os.environ.get("PROLIFIC_TIMEOUT_SECONDS", "10"))
+PROLIFIC_MAX_RETRIES = int(os.environ.get("PROLIFIC_MAX_RETRIES", "4"))
+PROLIFIC_WEBHOOK_TOLERANCE_SECONDS = int(os.environ.get("PROLIFIC_WEBHOOK_TOLERANCE_SECONDS", "300"))
 
 # --- Import caps --------------------------------------------------------------------------------
 # Positive integers, applied by crowd.importers.base (LIMIT_DEFAULTS, check_file_size, CaptionCounter,

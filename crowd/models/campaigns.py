@@ -42,8 +42,8 @@ class Campaign(models.Model):
 
     DRAFT, LIVE, PAUSED, FINISHED = "draft", "live", "paused", "finished"
     STATES = [(DRAFT, "draft"), (LIVE, "live"), (PAUSED, "paused"), (FINISHED, "finished")]
-    LOCAL, MTURK = "local", "mturk"
-    PROVIDERS = [(LOCAL, "local rater pool"), (MTURK, "Amazon Mechanical Turk")]
+    LOCAL, MTURK, PROLIFIC = "local", "mturk", "prolific"
+    PROVIDERS = [(LOCAL, "local rater pool"), (MTURK, "Amazon Mechanical Turk"), (PROLIFIC, "Prolific")]
 
     name = models.SlugField(max_length=100, unique=True)
     title = models.CharField(max_length=200)
@@ -68,6 +68,17 @@ class Campaign(models.Model):
     gold_min_answers = models.PositiveSmallIntegerField(
         default=3, help_text="gold answers needed before the thresholds apply"
     )
+    # the participant journey (crowd.journey): bundle, time budget, consent, practice, attention checks
+    bundle_size = models.PositiveSmallIntegerField(
+        default=0, help_text="tasks per participant session (0: no bundle, a rater takes tasks until none is left)")
+    session_minutes = models.PositiveIntegerField(
+        default=0, help_text="time budget of one participant session in minutes (0: none beyond each task's own)")
+    consent_text = models.TextField(blank=True, help_text="consent shown before any task (empty: no consent page)")
+    consent_version = models.PositiveIntegerField(default=1, help_text="raised whenever consent_text changes")
+    practice_pass = models.FloatField(
+        default=0.8, help_text="share of practice items (options['practice']) a participant must get right")
+    attention_max_failures = models.PositiveSmallIntegerField(
+        default=1, help_text="failed attention checks (gold items) a session tolerates; one more ends it")
     created_at = models.DateTimeField(auto_now_add=True)
     results_published_at = models.DateTimeField(
         null=True, blank=True,
@@ -157,6 +168,8 @@ class WorkerStatus(models.Model):
     worker = models.ForeignKey(Worker, on_delete=models.CASCADE, related_name="statuses")
     state = models.CharField(max_length=10, choices=[(OK, "ok"), (WARNED, "warned"), (BLOCKED, "blocked")])
     reason = models.TextField(blank=True)
+    practice_passed_at = models.DateTimeField(
+        null=True, blank=True, help_text="when the worker passed the campaign's practice (remembered per campaign)")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -206,6 +219,9 @@ class Assignment(models.Model):
     verified_at = models.DateTimeField(null=True, blank=True, help_text="when the provider confirmed a claim")
     claim_released_at = models.DateTimeField(
         null=True, blank=True, help_text="when an unconfirmed claim stopped waiting (assignment duration + grace passed)")
+    session = models.ForeignKey(
+        "crowd.ParticipantSession", null=True, blank=True, on_delete=models.PROTECT, related_name="assignments",
+        help_text="the participant session (bundle) this task was served in, if any")
     awaiting_gold = models.BooleanField(
         default=False, help_text="submitted before its worker passed the campaign's minimum gold checks: stored, "
                                  "holds no slot, counted once they pass (crowd.engine.count_awaiting_gold)")
