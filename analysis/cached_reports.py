@@ -111,6 +111,7 @@ def campaign_key(campaign, n_resamples: int = CAMPAIGN_RESAMPLES, seed: int = CA
         "dataset": [campaign.dataset_id, campaign.dataset.fingerprint],
         "judgments": judgment_version(campaign),
         "runs": runs_version(campaign.dataset),
+        "format": campaigns.REPORT_VERSION,
         **params,
     }
     return _digest(Report.CAMPAIGN, ident), params

@@ -7,10 +7,23 @@ with :func:`crowd.kinds.kind_of`) says what its judgments are, and the report fo
 
 * numeric criteria (``TaskKind.metric_criteria``, e.g. a caption's relevance, a caption set's
   diversity): each rating (``TaskKind.judgments``) against each metric's score of the rated unit --
-  a caption's score, a caption set's set-level score (Self-CIDEr, LSA, mBLEU diversity, set
-  accuracy), or the mean of a per-caption metric over the set's captions
-  (``TaskKind.unit_captions``); units without metric scores, such as the reference set under
-  reference-based metrics, are left out and counted -- with a split-half ceiling per criterion;
+  a caption's score, or for caption sets the set-level score; units without metric scores are left
+  out and counted -- with a split-half ceiling per criterion. Each entry also has the protocol of
+  Wang & Chan (2019, CVPR, Table 2) on the unit means (the mean of a unit's ratings, as the paper
+  averages its 3 workers): ``per_unit_mean`` (overall Pearson and Spearman) and ``per_image`` (the
+  Spearman and Kendall tau-b of each image's ranking of its units, averaged over images);
+* caption-set criteria that a family of set-level measures exists to quantify
+  (:data:`metrics.campaigns.CRITERION_DIRECTIONS`: diversity) are correlated with exactly those
+  measures -- Self-CIDEr, LSA and mBLEU-1..4 and mix, whose runs start when the campaign is created
+  (:mod:`metrics.campaigns`). Accuracy metrics (BLEU, METEOR, ROUGE-L, CIDEr-D, set accuracy) are
+  left out, and a note says so: they score each caption against the image's references, not how
+  the set's captions differ from one another, so a correlation of a set's mean BLEU with its
+  judged diversity validates nothing (worse, the reference set, the most diverse one, has no
+  accuracy score at all). Wang & Chan validate only the diversity measures against human
+  diversity judgments (Table 2) and keep accuracy as the other axis of the diversity-accuracy
+  plane (Sec. 5, Fig. 4); the dataset's diversity page (:mod:`analysis.diversity`) shows both axes
+  per system. Other caption-set criteria (a plugin kind's) keep every metric of the kind's levels,
+  with per-caption metrics as their mean over the set's captions (``TaskKind.unit_captions``);
 * caption-pair votes (``TaskKind.pair_votes``): the share of pairs where the metric prefers the
   caption the human majority chose (ties count 1/2, PASCAL-50S protocol, Vedantam et al., CVPR
   2015, "CIDEr", Sec. 4), in the kind's ``report_section``;
@@ -26,24 +39,38 @@ from collections import defaultdict
 
 import numpy as np
 
-from analysis.statistics import STATISTICS, forced_choice_credit, metric_agreement, split_half_reliability
+from analysis.statistics import (
+    STATISTICS,
+    correlation,
+    finite_or_none,
+    forced_choice_credit,
+    metric_agreement,
+    per_group_rank_agreement,
+    split_half_reliability,
+)
 from crowd import engine, quality
 from crowd.kinds import TaskKind, kind_of, report_sections
+from metrics.campaigns import campaign_m, measures_of
 from metrics.models import MetricScore, SetScore
 from metrics.scorers.registry import METRICS
 
 from .reports import ReportError, completed_runs, metric_name
 
 DEFAULT_RESAMPLES = 1000
+#: the report's shape and content rules; part of the stored report's key (analysis.cached_reports).
+#: 2: caption-set criteria correlated with their set-level measures only, per_unit_mean and per_image
+REPORT_VERSION = 2
 
 
 def _metric_scores(campaign):
     """{metric: {unit: score}} for the metrics with a complete run on the campaign's dataset, at
     the metric levels comparable with the kind's rated unit (``TaskKind.metric_levels``): units are
     caption ids for caption-level metrics and "image/system" keys for set-level ones (Self-CIDEr,
-    LSA, mBLEU diversity, set accuracy), which only caption-set kinds use."""
+    LSA, mBLEU diversity, set accuracy), which only caption-set kinds use. Set-level runs are those
+    with the campaign's ``captions_per_set`` as their ``m`` (:func:`metrics.campaigns.campaign_m`):
+    the scores of the captions the raters saw."""
     try:
-        runs = completed_runs(campaign.dataset, levels=kind_of(campaign).metric_levels)
+        runs = completed_runs(campaign.dataset, levels=kind_of(campaign).metric_levels, m=campaign_m(campaign))
     except ReportError:
         return {}
     out = {}
@@ -66,11 +93,64 @@ def human_rows(campaign, criterion):
     return list(rows.units), list(rows.images), list(rows.raters), np.array(rows.scores, float)
 
 
+def validated_measures(campaign, criterion) -> list[str] | None:
+    """The metric keys a caption-set ``criterion`` of ``campaign`` is correlated with: the set-level
+    measures of that criterion (:func:`metrics.campaigns.measures_of`; for diversity Self-CIDEr,
+    LSA, mBLEU-1..4 and mix), or None when every metric of the kind's levels applies (caption-level
+    kinds, criteria no set-level family measures). See the module docstring for why accuracy
+    metrics are not correlated with diversity judgments."""
+    if "set" not in kind_of(campaign).metric_levels:
+        return None
+    return measures_of(criterion) or None
+
+
+def _unit_protocol(x, y, units, images) -> dict:
+    """Wang & Chan (2019, Table 2) on unit means: ``per_unit_mean`` = Pearson and Spearman between
+    each unit's metric score and the mean of its ratings (n_units); ``per_image`` = the Spearman and
+    Kendall tau-b of each image's units, averaged over images with at least 2 units and no constant
+    side (:func:`analysis.statistics.per_group_rank_agreement`). Values None where undefined."""
+    sums: dict = {}
+    for xv, yv, u, g in zip(x, y, units, images):
+        entry = sums.setdefault(u, [xv, 0.0, 0, g])
+        entry[1] += yv
+        entry[2] += 1
+    mx = np.array([e[0] for e in sums.values()], float)
+    my = np.array([e[1] / e[2] for e in sums.values()], float)
+    groups = [e[3] for e in sums.values()]
+    overall = {"pearson": None, "spearman": None, "n_units": len(sums)}
+    per_image = {"spearman": None, "kendall_tau_b": None, "n_images": 0, "n_images_skipped": len(set(groups))}
+    if len(sums) >= 3:
+        overall.update(pearson=finite_or_none(correlation(mx, my, "pearson")),
+                       spearman=finite_or_none(correlation(mx, my, "spearman")))
+        ranks = per_group_rank_agreement(mx, my, groups)
+        per_image = {"spearman": finite_or_none(ranks.spearman), "kendall_tau_b": finite_or_none(ranks.kendall_tau_b),
+                     "n_images": ranks.n_groups_used, "n_images_skipped": ranks.n_groups_skipped}
+    return {"per_unit_mean": overall, "per_image": per_image}
+
+
 def _correlations(campaign, criterion, scores, n_resamples, seed):
     units, images, raters, human = human_rows(campaign, criterion)
     out, notes = {}, []
     if len(human) == 0:
         return out, notes
+    measures = validated_measures(campaign, criterion)
+    if measures is not None:
+        left_out = [metric_name(k) for k in scores if k not in measures]
+        if left_out:
+            notes.append(
+                f"{criterion}: accuracy metrics ({', '.join(left_out)}) are not correlated with set {criterion} "
+                "judgments: they score captions against the references, not how a set's captions differ "
+                "(Wang & Chan 2019 validate Self-CIDEr, LSA and mBLEU against human diversity, Table 2)"
+            )
+        scores = {k: v for k, v in scores.items() if k in measures}
+        if not scores:
+            keys = " ".join(measures)
+            m = campaign_m(campaign)
+            notes.append(
+                f"{criterion}: no set-level {criterion} metric has been computed on dataset "
+                f"{campaign.dataset.name!r}: python manage.py compute_metrics --dataset {campaign.dataset.name} "
+                f"--metric {keys}{f' --m {m}' if m else ''} --wait"
+            )
     members = kind_of(campaign).unit_captions(campaign)  # None: every unit is one caption
     for metric, by_caption in scores.items():
         if members is None or (metric in METRICS and METRICS[metric].level == "set"):
@@ -91,6 +171,7 @@ def _correlations(campaign, criterion, scores, n_resamples, seed):
         info = {"n_ratings": len(keep), "n_units": len({units[i] for i in keep})}
         entry = metric_agreement(
             metric_name(metric), x, y, g, STATISTICS, n_resamples=n_resamples, seed=seed, info=info,
+            extra=_unit_protocol(x, y, [units[i] for i in keep], g),
         ).to_json()
         out[metric] = entry
         left = len({u for u in units}) - entry["n_units"]
@@ -166,7 +247,11 @@ def campaign_report(campaign, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 
          "bootstrap": {"n_resamples", "seed", "unit": "image"}}
 
     ``ceiling`` and ``correlations`` have one entry per numeric criterion of the kind
-    (``metric_criteria``); only the campaign's own kind's section is filled.
+    (``metric_criteria``); only the campaign's own kind's section is filled. A correlation entry is
+    ``{"name", "n_ratings", "n_units", <STATISTICS>, "ci95", "per_unit_mean": {"pearson",
+    "spearman", "n_units"}, "per_image": {"spearman", "kendall_tau_b", "n_images",
+    "n_images_skipped"}}`` (None where undefined). A caption-set criterion with set-level measures
+    (diversity) lists only those (:func:`validated_measures`; the module docstring says why).
     """
     spec = kind_of(campaign)
     scores = _metric_scores(campaign)

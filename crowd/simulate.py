@@ -1,6 +1,8 @@
 """Simulated raters, for demos and tests: they use the rater pages exactly as people do (preview,
 accept, submit forms with the CSRF token, return tasks) over HTTP against a running server, or
-in-process through Django's test client when no server URL is given.
+in-process through Django's test client when no server URL is given. Both transports wait out a
+429 (rate limit) or 503 answer for its ``Retry-After`` and send the request again
+(:class:`PatientTransport`), as a patient person would.
 
 Their answers come from the kind's :meth:`~crowd.kinds.base.TaskKind.simulate` (a latent truth plus
 noise, or uniform noise for spammers). Faults can be injected: double submissions (the same form
@@ -34,6 +36,9 @@ SIMULATED_READING_SECONDS = 5
 SUBMIT_KEY = re.compile(r'name="submit_key" value="([^"]+)"')
 ITEM = re.compile(r'name="item" value="([^"]+)"')
 TASK_URL = re.compile(r"/rate/[\w-]+/task/(\d+)/$")
+REASON = re.compile(r'data-reason="(\w+)"')
+#: unexpected answers in a row after which a simulated rater stops for the round (SimulatedRater.refused)
+MAX_REFUSALS = 3
 DB_SLOTS = threading.BoundedSemaphore(4)
 
 
@@ -52,55 +57,71 @@ class SimulationResult:
     """What a simulation did: ``raters`` taking part; ``counts`` of events (``submitted``,
     ``returned``, ``abandoned``, ``late``, ``double``, ``http_<status>`` for unexpected answers);
     ``stop_reasons``, how many raters stopped for each reason the server gave (``done``,
-    ``no_tasks``, ...); ``seconds`` of wall-clock time. ``str()`` gives the one-line summary that
+    ``no_tasks``, ...); ``seconds`` of wall-clock time; ``waited``, seconds the raters waited for
+    ``Retry-After`` (rate limit, database restart), summed over raters (``counts["retried"]``
+    requests were sent again after such a wait). ``str()`` gives the one-line summary that
     ``manage.py simulate_raters`` prints."""
 
     raters: int
     counts: Counter = field(default_factory=Counter)  # submitted, returned, abandoned, late, double, http_<status>
     stop_reasons: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    waited: float = 0.0
 
     def __str__(self):
         parts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
         stops = ", ".join(f"{k} {v}" for k, v in sorted(self.stop_reasons.items()))
-        return f"{self.raters} simulated raters in {self.seconds:.1f} s: {parts}; stopped because: {stops}"
+        waited = f" (waited {self.waited:.0f} s for Retry-After)" if self.waited else ""
+        return f"{self.raters} simulated raters in {self.seconds:.1f} s{waited}: {parts}; stopped because: {stops}"
 
 
-class HttpTransport:
-    """HTTP against a live server with ``requests`` (cookies kept per rater).
+def retry_after(value) -> int | None:
+    """Seconds a ``Retry-After`` header value asks for (RFC 9110, Sec. 10.2.3, delay-seconds form:
+    one or more digits), or None when absent or not in that form (an HTTP date is not used here)."""
+    value = (value or "").strip()
+    return int(value) if re.fullmatch(r"[0-9]{1,10}", value) else None
 
-    An answer 503 (database restarting) or 429 (rate limit) with ``Retry-After`` is retried with
-    the same request after the delay it asks for (at most 30 s), up to ``retries`` times, as a
-    patient person would; a submission carries its idempotency key, so a retry never stores an
-    answer twice. ``retried`` counts the retries; ``log``, if a list, receives every
-    ``requests.Response`` (retried ones included). ``timeout``: seconds per request.
+
+class PatientTransport:
+    """What both transports share: the rater pages over some request function, retried as a patient
+    person would.
+
+    An answer 503 (database restarting) or 429 (rate limit, :mod:`crowd.ratelimit`) with
+    ``Retry-After`` is retried with the same request after the delay it asks for (at most
+    :attr:`MAX_WAIT` = 30 s at a time: a longer wait is taken in steps, each retried), up to
+    ``retries`` times; a submission carries its idempotency key, so a retry never stores an answer
+    twice. ``retried`` counts the retries and ``waited`` the seconds slept; ``log``, if a list,
+    receives every response object (retried ones included). Subclasses implement :meth:`exchange`;
+    :attr:`sleep` (default :func:`time.sleep`) is the one place a wait happens, so a test can
+    replace it with a simulated clock.
     """
 
     RETRYABLE = (429, 503)
+    MAX_WAIT = 30
+    sleep = staticmethod(time.sleep)
 
-    def __init__(self, base_url: str, *, retries: int = 5, timeout: float = 60, log: list | None = None):
-        import requests
+    def __init__(self, *, retries: int = 5, log: list | None = None):
+        self.retries, self.log, self.retried, self.waited = retries, log, 0, 0.0
 
-        self.base = base_url.rstrip("/")
-        self.session = requests.Session()
-        self.retries, self.timeout, self.log, self.retried = retries, timeout, log, 0
+    def exchange(self, method: str, path: str, data: dict | None):
+        """Send one request; returns ``(response object, status, headers mapping, body text)``."""
+        raise NotImplementedError
 
     def _send(self, method, path, data=None):
-        headers = {"Referer": self.base + path} if method == "POST" else {}
         for attempt in range(self.retries + 1):
-            r = self.session.request(method, self.base + path, data=data, headers=headers, allow_redirects=False,
-                                     timeout=self.timeout)
+            response, status, headers, text = self.exchange(method, path, data)
             if self.log is not None:
-                self.log.append(r)
-            wait = r.headers.get("Retry-After", "")
-            if r.status_code not in self.RETRYABLE or not wait.isdigit() or attempt == self.retries:
+                self.log.append(response)
+            wait = retry_after(headers.get("Retry-After"))
+            if status not in self.RETRYABLE or wait is None or attempt == self.retries:
                 break
             self.retried += 1
-            time.sleep(min(int(wait), 30))
-        return r.status_code, r.headers.get("Location", ""), r.text
+            self.waited += min(wait, self.MAX_WAIT)
+            self.sleep(min(wait, self.MAX_WAIT))
+        return status, headers.get("Location", ""), text
 
     def get(self, path):
-        """GET ``path`` (relative to the base URL): ``(status, Location header, body text)``."""
+        """GET ``path`` (relative to the site root): ``(status, Location header, body text)``."""
         return self._send("GET", path)
 
     def post(self, path, data):
@@ -108,23 +129,40 @@ class HttpTransport:
         return self._send("POST", path, data)
 
 
-class ClientTransport:
-    """In-process requests through :class:`django.test.Client` (no server needed)."""
+class HttpTransport(PatientTransport):
+    """HTTP against a live server at ``base_url`` with ``requests`` (cookies kept per rater);
+    retries as :class:`PatientTransport`; ``timeout``: seconds per request."""
 
-    def __init__(self):
+    def __init__(self, base_url: str, *, retries: int = 5, timeout: float = 60, log: list | None = None):
+        import requests
+
+        super().__init__(retries=retries, log=log)
+        self.base = base_url.rstrip("/")
+        self.session = requests.Session()
+        self.timeout = timeout
+
+    def exchange(self, method, path, data):
+        """One request with ``requests`` (no redirects followed; a POST carries a same-origin Referer)."""
+        headers = {"Referer": self.base + path} if method == "POST" else {}
+        r = self.session.request(method, self.base + path, data=data, headers=headers, allow_redirects=False,
+                                 timeout=self.timeout)
+        return r, r.status_code, r.headers, r.text
+
+
+class ClientTransport(PatientTransport):
+    """In-process requests through :class:`django.test.Client` (no server needed); retries as
+    :class:`PatientTransport`, so the rate limiter's 429 is waited out here too."""
+
+    def __init__(self, *, retries: int = 5, log: list | None = None):
         from django.test import Client
 
+        super().__init__(retries=retries, log=log)
         self.client = Client(SERVER_NAME="localhost")
 
-    def get(self, path):
-        """GET ``path``: ``(status, Location header, body text)``."""
-        r = self.client.get(path)
-        return r.status_code, r.get("Location", ""), r.content.decode()
-
-    def post(self, path, data):
-        """POST the form ``data`` (a dict) to ``path``: ``(status, Location header, body text)``."""
-        r = self.client.post(path, data)
-        return r.status_code, r.get("Location", ""), r.content.decode()
+    def exchange(self, method, path, data):
+        """One request through the test client (the whole middleware stack, no redirects followed)."""
+        r = self.client.get(path) if method == "GET" else self.client.post(path, data)
+        return r, r.status_code, r.headers, r.content.decode()
 
 
 def _path(location: str) -> str:
@@ -145,6 +183,7 @@ class SimulatedRater:
         self.profile, self.faults, self.rng = profile, faults, random.Random(seed)
         self.spec, self.hints, self.result, self.lock = get_kind(campaign.kind), hints, result, lock
         self.abandoned: list[tuple[int, dict, str]] = []
+        self.refusals = 0  # answers in a row that were neither a task nor a reason (see refused)
 
     def read(self, query):
         """Run a database query for the simulation itself. Over HTTP, at most a few raters hold a
@@ -182,20 +221,31 @@ class SimulatedRater:
         status, location, html = self.http.get(f"/rate/{self.campaign.name}/")
         if status == 302:
             task_path = _path(location)
-        elif 'id="reason"' in html:
+        elif (reason := REASON.search(html)) and 'id="reason"' in html:
             self.flush_late()
-            return re.search(r'data-reason="(\w+)"', html).group(1)
+            return reason.group(1)
+        elif status != 200 or not (token := CSRF.search(html)):
+            return self.refused(status)
         else:
-            status, location, html = self.http.post(f"/rate/{self.campaign.name}/accept/", {"csrfmiddlewaretoken": CSRF.search(html).group(1)})
+            status, location, html = self.http.post(f"/rate/{self.campaign.name}/accept/", {"csrfmiddlewaretoken": token.group(1)})
             if status != 302:
-                if 'id="reason"' in html:  # taken by others since the preview
+                if (reason := REASON.search(html)) and 'id="reason"' in html:  # taken by others since the preview
                     self.flush_late()
-                    return re.search(r'data-reason="(\w+)"', html).group(1)
-                self.count(f"http_{status}")
-                return None
+                    return reason.group(1)
+                return self.refused(status)
             task_path = _path(location)
+        self.refusals = 0
         self.do_task(task_path)
         return None
+
+    def refused(self, status: int) -> str | None:
+        """Count an answer that is neither a task nor the server's reason for having none (e.g. a 429
+        still refused after the transport's patient retries, a 5xx): the rater tries again, and
+        after :data:`MAX_REFUSALS` such answers in a row stops for this round with the reason
+        ``http_<status>`` (a later round of :func:`simulate` takes it up again)."""
+        self.count(f"http_{status}")
+        self.refusals += 1
+        return f"http_{status}" if self.refusals >= MAX_REFUSALS else None
 
     def do_task(self, task_path):
         """Open the task page at ``task_path`` and submit, return or abandon it (faults drawn
@@ -249,6 +299,9 @@ def simulate(
     """Run ``raters`` simulated raters (the first ``spammers`` of them answer at random) on a live
     ``campaign`` until nothing is left for any of them. With ``url`` they talk HTTP to that server
     (``threads`` at a time, default all at once); without, they run one after another in-process.
+    Either way an answer 429 (the rater rate limit, ``settings.RATER_RATE_LIMIT``) or 503 with
+    ``Retry-After`` is waited out and retried (:class:`PatientTransport`), so raters finish on any
+    campaign size with the default limit (taking as long as the limit demands).
     Rounds repeat while a round still completed work (a task returned or expired at the end of a
     round is picked up by the next). The raters (new invited workers, or ``workers``) are made
     raters of ``campaign`` (:func:`crowd.engine.add_raters`). Returns counts of what happened."""
@@ -302,8 +355,9 @@ def simulate(
         after = Assignment.objects.filter(campaign=campaign, state__in=Assignment.DONE_STATES).count()
         if after == before:
             break
-    retried = sum(getattr(t, "retried", 0) for t in transports)
+    retried = sum(t.retried for t in transports)
     if retried:
         result.counts["retried"] = retried
+    result.waited = sum(t.waited for t in transports)
     result.seconds = time.monotonic() - started
     return result

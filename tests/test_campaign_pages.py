@@ -36,29 +36,32 @@ def bob():
     return User.objects.create_user("bob", password="pw-bob")
 
 
-def test_one_command_creates_a_diversity_campaign_and_one_simulates_raters(scored, alice, client):
-    out = run_command("create_campaign", "diversity", "--dataset", "sub", "--name", "div", "--images", "30",
-                      "--owner", "alice", "--live")
+def test_one_command_creates_a_diversity_campaign_and_one_simulates_raters(scored, alice, client,
+                                                                          django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):  # its set-level metric runs start on commit
+        out = run_command("create_campaign", "diversity", "--dataset", "sub", "--name", "div", "--images", "30",
+                          "--owner", "alice", "--live")
     assert "campaign 'div' (diversity, live): 30 items + 5 gold, k = 3, 90 judgments needed" in out
     out = run_command("simulate_raters", "--campaign", "div", "--raters", "8", "--noise", "0.03")
     assert "progress: 90/90 judgments, 30/30 items complete" in out
     assert "Krippendorff's alpha (diversity, interval):" in out
     assert "human ceiling (diversity, split-half Kendall tau-b):" in out
-    assert "CIDEr-D    vs diversity: Kendall tau-b" in out
+    assert "Self-CIDEr vs diversity: Kendall tau-b" in out and "CIDEr-D    vs diversity" not in out
     campaign = Campaign.objects.get(name="div")
     # 30 images x 2 caption sets x 3 raters, set-level judgments
     assert HumanJudgment.objects.filter(campaign=campaign, caption__isnull=True, criterion="diversity").count() == 180
     client.force_login(alice)
     page = client.get("/campaigns/div/").content.decode()
     assert 'id="agreement"' in page and "Krippendorff" in page and "interval" in page
-    assert 'data-criterion="diversity"' in page and "CIDEr-D" in page and "BLEU-4" in page
+    assert 'data-criterion="diversity"' in page and "Self-CIDEr" in page and "LSA diversity" in page
     chart = client.get("/campaigns/div/correlations/diversity.png")
     assert chart.status_code == 200 and chart["Content-Type"] == "image/png" and chart.content[:4] == b"\x89PNG"
     report = client.get("/campaigns/div/report.json").json()
     assert report["progress"]["complete_items"] == 30
-    assert set(report["correlations"]["diversity"]) == {"bleu_4", "cider_d"}
-    # only the candidate sets have metric scores (references are what the metrics compare against)
-    assert report["correlations"]["diversity"]["cider_d"]["n_units"] == 30
+    # set diversity is validated against the set-level diversity measures, not accuracy (issue 17)
+    assert set(report["correlations"]["diversity"]) == {"self_cider", "lsa", "mbleu_1", "mbleu_2", "mbleu_3",
+                                                        "mbleu_4", "mbleu_mix"}
+    assert report["correlations"]["diversity"]["self_cider"]["n_units"] == 60  # the reference sets too
     assert 0.3 < report["agreement"]["diversity"]["alpha"] <= 1
     assert report["ceiling"]["diversity"]["n_items"] == 60
     assert {w["status"] for w in report["workers"]} >= {"ok"}

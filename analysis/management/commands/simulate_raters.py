@@ -2,15 +2,24 @@
 
 Simulated raters (:func:`crowd.simulate.simulate`) work on a live campaign, then the campaign report
 (:func:`analysis.campaigns.campaign_report`: progress, Krippendorff's alpha, human ceiling,
-metric-human correlations) is printed. The command lives in the ``analysis`` app because it prints
-an analysis report: ``crowd`` sits below ``analysis`` in the layering (``tests/test_layering.py``)
-and must not import it.
+metric-human correlations; for each metric also the Wang & Chan 2019 Table 2 protocol on unit
+means: Pearson, Spearman and the average per-image Spearman) is printed. A diversity campaign's
+report correlates the set-level diversity measures (Self-CIDEr, LSA, mBLEU), computed when the
+campaign was created (:mod:`metrics.campaigns`); the accuracy metrics are left out with a note.
+
+The command lives in the ``analysis`` app because it prints an analysis report: ``crowd`` sits
+below ``analysis`` in the layering (``tests/test_layering.py``) and must not import it.
 """
 from django.core.management.base import BaseCommand, CommandError
 
 from analysis.campaigns import campaign_report
 from crowd.models import Campaign
 from crowd.simulate import Faults, simulate
+
+
+def x100(value) -> str:
+    """A correlation x100 with one decimal, or "n/a" when undefined (None)."""
+    return "n/a" if value is None else f"{100 * value:.1f}"
 
 
 class Command(BaseCommand):
@@ -56,7 +65,11 @@ class Command(BaseCommand):
             if ceiling is not None:
                 self.stdout.write(f"human ceiling ({criterion}, split-half Kendall tau-b): {100 * ceiling:.1f}")
             for m in metrics.values():
-                self.stdout.write(f"  {m['name']:<10} vs {criterion}: Kendall tau-b {100 * m['kendall_tau_b']:.1f}, "
-                                  f"Pearson {100 * m['pearson']:.1f} ({m['n_ratings']} ratings)")
+                self.stdout.write(f"  {m['name']:<10} vs {criterion}: Kendall tau-b {x100(m['kendall_tau_b'])}, "
+                                  f"Pearson {x100(m['pearson'])} ({m['n_ratings']} ratings); "
+                                  f"on unit means Pearson {x100(m['per_unit_mean']['pearson'])}, "
+                                  f"Spearman {x100(m['per_unit_mean']['spearman'])} ({m['per_unit_mean']['n_units']} units), "
+                                  f"per-image Spearman {x100(m['per_image']['spearman'])} "
+                                  f"({m['per_image']['n_images']} images)")
         for note in report["notes"]:
             self.stdout.write(f"note: {note}")
