@@ -3,9 +3,10 @@
 A provider says who is behind a request (a :class:`~.base.Claim`, verified or not), confirms
 unverified claims against its own records, and publishes or withdraws a campaign's work. The
 interface is :class:`~.base.Provider` (its docstring is the contract); one module per provider:
-:mod:`.local` (invitation links and Django accounts, verified by the session) and :mod:`.mturk`
-(Amazon Mechanical Turk, URL-parameter claims confirmed by MTurk's records). Others (e.g.
-Prolific) plug in by subclassing :class:`Provider` and registering in :data:`PROVIDERS`.
+:mod:`.local` (invitation links and Django accounts, verified by the session), :mod:`.mturk`
+(Amazon Mechanical Turk, URL-parameter claims confirmed by MTurk's records) and :mod:`.prolific`
+(Prolific studies, URL-parameter claims confirmed by Prolific's API on arrival). Others plug in
+by subclassing :class:`Provider` and registering in :data:`PROVIDERS`.
 Workers are stored per provider (``Worker.provider`` + ``external_id``, e.g. an MTurk WorkerId),
 and an assignment keeps the provider's own id for it in ``Assignment.provider_ref``.
 """
@@ -17,10 +18,12 @@ from crowd.models import Campaign
 from .base import SESSION_KEY, Claim, ClaimRefused, Provider
 from .local import LocalProvider
 from .mturk import MTurkProvider
+from .prolific import ProlificProvider
 
-PROVIDERS: dict[str, Provider] = {p.name: p for p in (LocalProvider(), MTurkProvider())}
+PROVIDERS: dict[str, Provider] = {p.name: p for p in (LocalProvider(), MTurkProvider(), ProlificProvider())}
 
-__all__ = ["SESSION_KEY", "Claim", "ClaimRefused", "Provider", "LocalProvider", "MTurkProvider", "PROVIDERS",
+__all__ = ["SESSION_KEY", "Claim", "ClaimRefused", "Provider", "LocalProvider", "MTurkProvider", "ProlificProvider",
+           "PROVIDERS",
            "get_provider", "verify_all"]
 
 

@@ -85,6 +85,16 @@ class Provider(ABC):
         claim = self.claim_from_request(request)
         return claim.worker if claim is not None and claim.verified else None
 
+    def completion_code(self, session) -> str:
+        """The code a participant session (:class:`~crowd.models.ParticipantSession`) ends with,
+        for its outcome; "" when the provider has none (the local pool)."""
+        return ""
+
+    def completion_url(self, session) -> str | None:
+        """Where the completion page sends the participant (e.g. Prolific's completion URL with
+        the code), or None to stay on our thank-you page."""
+        return None
+
     def publish(self, campaign: Campaign) -> None:
         """Make the campaign's work available to this provider's workers."""
         engine.set_state(campaign, Campaign.LIVE)
