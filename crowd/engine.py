@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import random
 import secrets
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -44,7 +45,7 @@ from django.utils import timezone
 
 from . import images
 from .kinds import AnswerError, CampaignSpecError, get_kind
-from .kinds.base import check_url_template
+from .kinds.base import TaskKind, check_url_template
 from .models import (
     Assignment,
     Campaign,
@@ -56,6 +57,9 @@ from .models import (
 from .quality import check_min_seconds, gold_verdict, speed_check, speed_reason
 
 ACTIVE = Assignment.ACCEPTED
+#: providers whose tasks this server serves itself (the gold rule of :func:`gold_checks_required`
+#: applies); MTurk workers choose their HITs on MTurk, so MTurk campaigns keep no gate
+SERVED_PROVIDERS = (Campaign.LOCAL, Campaign.PROLIFIC)
 
 
 class EngineError(Exception):
@@ -103,16 +107,31 @@ def create_campaign(
     k: int | None = None, per_worker_cap: int | None = None, assignment_seconds: int = 600,
     lifetime: timedelta | None = None, reward=0, options: dict | None = None, seed: int = 0,
     gold_every: int = 10, state: str = Campaign.DRAFT, provider: str = Campaign.LOCAL,
+    bundle_size: int = 0, session_minutes: int = 0, consent_text: str = "", practice: int = 0,
+    practice_pass: float = 0.8, attention_max_failures: int = 1,
 ) -> Campaign:
     """Create a campaign of ``kind`` over ``dataset`` with its items, in one transaction.
 
     ``options`` are kind options (e.g. ``images``, ``systems``, ``captions_per_set``, ``gold``,
     ``atoms``, ``image_url``) and ``min_seconds_per_task`` (the speed check's floor, seconds, 0-3600,
     :func:`crowd.quality.min_seconds_per_task`); ``seed`` fixes the sample of images, gold items and serving order.
-    ``provider`` is ``local`` (invited raters) or ``mturk`` (Mechanical Turk, see crowd.mturk).
+    ``provider`` is ``local`` (invited raters), ``mturk`` (Mechanical Turk, see crowd.mturk) or
+    ``prolific`` (Prolific, see crowd.prolific).
+
+    The participant journey (:mod:`crowd.journey`): ``bundle_size`` tasks per session (0-1000; 0:
+    no bundle), a time budget of ``session_minutes`` per session (0-1440; 0: none), a
+    ``consent_text`` shown first (at most 20,000 characters; empty: no consent page), ``practice``
+    items (0-100) with known answers that a participant must get right in a share of at least
+    ``practice_pass`` (in (0, 1]) before any task, and ``attention_max_failures`` failed attention
+    checks (gold items, 0-1000) a session tolerates. Practice items are extra gold items of the
+    kind (it is asked for ``practice`` more than its usual gold, ``options["gold"]``) moved out of
+    the items into ``options["practice"]`` as ``[{"key", "payload", "gold"}]`` (picture URLs filled
+    like the items'), so they are never served as tasks.
+
     Raises CampaignSpecError (nothing written) for a bad name, kind, option (e.g. an ``image_url``
     template that is not http(s), :func:`crowd.kinds.base.check_url_template`, or an image key
-    that cannot go into it) or an empty result.
+    that cannot go into it), a journey value out of range, practice for a kind without gold items
+    (free-text description) or with too few, or an empty result.
     """
     spec = get_kind(kind)
     options = dict(options or {})
@@ -131,6 +150,10 @@ def create_campaign(
         raise CampaignSpecError("the assignment duration must be at least 10 seconds")
     if provider not in dict(Campaign.PROVIDERS):
         raise CampaignSpecError(f"unknown provider {provider!r}; use one of {', '.join(dict(Campaign.PROVIDERS))}")
+    check_journey_options(bundle_size=bundle_size, session_minutes=session_minutes, consent_text=consent_text,
+                          practice=practice, practice_pass=practice_pass, attention_max_failures=attention_max_failures)
+    if practice and type(spec).check_gold is TaskKind.check_gold:
+        raise CampaignSpecError(f"campaigns of kind {kind!r} have no gold items, so no practice items either")
     if Campaign.objects.filter(name=name).exists():
         raise CampaignSpecError(f"a campaign named {name!r} exists already")
     if options.get("image_url"):  # http(s) only, whatever the kind does with it
@@ -139,7 +162,22 @@ def create_campaign(
         options["min_seconds_per_task"] = check_min_seconds(options["min_seconds_per_task"])
     rng = random.Random(seed)
     items = spec.build_items(dataset, options, rng)
-    images.fill_urls(dataset, [it.payload for it in items])  # pictures from the dataset's image source
+    practice_items = []
+    if practice:  # practice items: `practice` more gold items, moved out of the items
+        n_gold = sum(1 for it in items if it.gold is not None)
+        rng = random.Random(seed)
+        items = spec.build_items(dataset, {**options, "gold": n_gold + practice}, rng)
+        gold = [it for it in items if it.gold is not None]
+        if len(gold) < n_gold + practice:
+            raise CampaignSpecError(
+                f"{practice} practice items need {practice} gold items besides the {n_gold} attention checks, "
+                f"but kind {kind!r} built only {len(gold)} gold items from these options")
+        practice_items = gold[-practice:]
+        moved = {id(it) for it in practice_items}
+        items = [it for it in items if id(it) not in moved]
+    images.fill_urls(dataset, [it.payload for it in items + practice_items])  # pictures from the image source
+    if practice_items:
+        options["practice"] = [{"key": it.key, "payload": it.payload, "gold": it.gold} for it in practice_items]
     positions = list(range(len(items)))
     rng.shuffle(positions)
     options["seed"] = seed
@@ -149,7 +187,8 @@ def create_campaign(
             instructions=instructions or spec.instructions, judgments_per_item=k, per_worker_cap=per_worker_cap,
             assignment_seconds=assignment_seconds, expires_at=timezone.now() + lifetime if lifetime else None,
             reward=reward, state=state, template_version=spec.template_version, options=options,
-            gold_every=gold_every, provider=provider,
+            gold_every=gold_every, provider=provider, bundle_size=bundle_size, session_minutes=session_minutes,
+            consent_text=consent_text, practice_pass=float(practice_pass), attention_max_failures=attention_max_failures,
         )
         campaign.owners.set(owners)
         Item.objects.bulk_create(
@@ -161,6 +200,30 @@ def create_campaign(
         if state == Campaign.LIVE and (problem := images.campaign_image_problem(campaign)):
             raise CampaignSpecError(problem)  # rolls the campaign back: nothing written
     return campaign
+
+
+MAX_CONSENT_CHARS = 20_000
+
+
+def check_journey_options(*, bundle_size=0, session_minutes=0, consent_text="", practice=0, practice_pass=0.8,
+                          attention_max_failures=1) -> None:
+    """Check the participant-journey settings of a campaign (see :func:`create_campaign`): whole
+    numbers ``bundle_size`` 0-1000, ``session_minutes`` 0-1440 (a day), ``practice`` 0-100,
+    ``attention_max_failures`` 0-1000; ``practice_pass`` a share in (0, 1]; ``consent_text`` text
+    of at most :data:`MAX_CONSENT_CHARS` characters without NUL. Raises CampaignSpecError (one line)."""
+    for name, value, hi in (("bundle size", bundle_size, 1000), ("session minutes", session_minutes, 1440),
+                            ("practice items", practice, 100),
+                            ("attention max failures", attention_max_failures, 1000)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= hi:
+            raise CampaignSpecError(f"the {name} must be a whole number from 0 to {hi}, not {value!r}")
+    try:
+        share = float(practice_pass)
+    except (TypeError, ValueError):
+        share = float("nan")
+    if isinstance(practice_pass, bool) or not 0 < share <= 1:  # also refuses NaN
+        raise CampaignSpecError(f"the practice pass mark must be a share in (0, 1], not {practice_pass!r}")
+    if not isinstance(consent_text, str) or len(consent_text) > MAX_CONSENT_CHARS or "\x00" in consent_text:
+        raise CampaignSpecError(f"the consent text must be text of at most {MAX_CONSENT_CHARS:,} characters")
 
 
 TRANSITIONS = {
@@ -325,9 +388,13 @@ def gold_checks_required(campaign: Campaign) -> int:
       thresholds never has awaiting answers counted. When no normal item is left for a worker who
       has not passed yet, the gold checks they still need are served at once (so that their waiting
       answers can count). Campaigns that serve no gold (``gold_every == 0`` or no gold item) and
-      campaigns of other providers (MTurk workers choose their HITs) have no gate.
+      campaigns of providers whose tasks we do not serve (MTurk workers choose their HITs) have no
+      gate: the rule applies to :data:`SERVED_PROVIDERS` (local and Prolific).
+    * In a participant session with a bundle of N tasks (:mod:`crowd.journey`), the gold checks a
+      worker still needs are served once the tasks left in the bundle are no more than those
+      checks (:func:`accept` with ``session``), so a completed bundle can count.
     """
-    if campaign.provider != Campaign.LOCAL or not campaign.gold_every or not campaign.gold_min_answers:
+    if campaign.provider not in SERVED_PROVIDERS or not campaign.gold_every or not campaign.gold_min_answers:
         return 0
     return min(campaign.gold_min_answers, Item.objects.filter(campaign=campaign, is_gold=True).count())
 
@@ -380,10 +447,10 @@ def _gold_due(campaign: Campaign, worker: Worker, *, qualify: bool = False) -> I
 
 
 def gold_withheld(campaign: Campaign, worker: Worker) -> bool:
-    """Whether ``worker`` gets no more tasks in the local ``campaign`` because a gold check is due
+    """Whether ``worker`` gets no more tasks in ``campaign`` (a provider of :data:`SERVED_PROVIDERS`) because a gold check is due
     and every gold item was given to them, some returned or left to expire unanswered (answering
     them was the only way on: a returned gold item is replaced by an unseen one, never skipped)."""
-    if campaign.provider != Campaign.LOCAL or not gold_is_due(campaign, worker):
+    if campaign.provider not in SERVED_PROVIDERS or not gold_is_due(campaign, worker):
         return False
     if _unseen_gold(campaign, worker) is not None:
         return False
@@ -458,7 +525,8 @@ def _reopen(item_ids) -> None:
     Item.objects.filter(pk__in=list(item_ids)).update(full=False)
 
 
-def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_ref="", verified=True) -> Assignment:
+def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_ref="", verified=True,
+                    session=None) -> Assignment:
     spec = get_kind(campaign.kind)
     seed = secrets.randbits(62)
     return Assignment.objects.create(
@@ -466,6 +534,7 @@ def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_r
         deadline=now + timedelta(seconds=campaign.assignment_seconds), seed=seed,
         order=spec.presentation_order(item.payload, random.Random(seed)) if order is None else order,
         template_version=campaign.template_version, provider_ref=provider_ref, verified=verified,
+        session=session,
     )
 
 
@@ -530,12 +599,26 @@ def accept_item(
         raise Conflict("the task could not be claimed; please try again", "retry") from None
 
 
-def accept(campaign: Campaign, worker: Worker) -> Assignment:
+def _bundle_needs_gold(campaign: Campaign, worker: Worker, session) -> bool:
+    """Whether the tasks left in ``session``'s bundle are no more than the gold checks ``worker``
+    still needs (:func:`gold_checks_required`): then the next task must be one of them."""
+    if session is None or not session.tasks_target:
+        return False
+    need = gold_checks_required(campaign) - _graded_gold(campaign, worker)
+    return need > 0 and session.tasks_target - session.tasks_done <= need
+
+
+def accept(campaign: Campaign, worker: Worker, *, session=None) -> Assignment:
     """Give ``worker`` a task: their unfinished one if they have it, else a gold check when one is
     due (an unseen gold item: see the rule in :func:`gold_checks_required`), else the first open
     item (by serving position) they have not done, else (a worker who has not passed the minimum
     gold checks and has no normal item left) an unseen gold item. Raises NoTask (with the reason)
-    when there is none."""
+    when there is none.
+
+    ``session`` (a :class:`crowd.models.ParticipantSession`, :mod:`crowd.journey`): a new
+    assignment is stored with it; with a bundle (``session.tasks_target``), the gold checks the
+    worker still needs are served first once the tasks left in the bundle are no more than those
+    checks, so the bundle's judgments can count."""
     current = active_assignment(campaign, worker)
     if current:
         return current
@@ -547,8 +630,10 @@ def accept(campaign: Campaign, worker: Worker) -> Assignment:
     try:
         with transaction.atomic():
             gold = _gold_due(campaign, worker)
+            if gold is None and _bundle_needs_gold(campaign, worker, session):
+                gold = _gold_due(campaign, worker, qualify=True)
             if gold is not None:
-                return _new_assignment(campaign, gold, worker, None, now)
+                return _new_assignment(campaign, gold, worker, None, now, session=session)
             skipped = []
             for _ in range(20):
                 item = (
@@ -557,15 +642,17 @@ def accept(campaign: Campaign, worker: Worker) -> Assignment:
                 )
                 if item is None:
                     break
-                held = set(Assignment.objects.filter(item=item, slot__isnull=False).values_list("slot", flat=True))
+                # .order_by(): no join to the campaign for Assignment's default ordering, under the lock
+                held = set(Assignment.objects.filter(item=item, slot__isnull=False).order_by()
+                           .values_list("slot", flat=True))
                 free = [s for s in range(campaign.judgments_per_item) if s not in held]
                 if free:
                     _took_slot(item.pk, free)
-                    return _new_assignment(campaign, item, worker, free[0], now)
+                    return _new_assignment(campaign, item, worker, free[0], now, session=session)
                 skipped.append(item.pk)  # filled since our snapshot: look further
             gold = _gold_due(campaign, worker, qualify=True)  # nothing else: the checks they still need
             if gold is not None:
-                return _new_assignment(campaign, gold, worker, None, now)
+                return _new_assignment(campaign, gold, worker, None, now, session=session)
     except IntegrityError:
         # the same worker accepted twice at once: the other request created their assignment
         current = active_assignment(campaign, worker)
@@ -589,18 +676,29 @@ def _text(value) -> str:
     return str(value or "").replace("\x00", "")
 
 
-def _locked_assignment(assignment_id, worker: Worker) -> Assignment:
+def _locked_assignment(assignment_id, worker: Worker, scope: Q | None = None) -> Assignment:
+    """``worker``'s assignment ``assignment_id`` with its item and campaign, its row locked
+    (``SELECT ... FOR UPDATE``; call inside ``transaction.atomic``), in one statement. ``scope``
+    narrows the lookup (e.g. the campaign named in the URL, the campaigns the worker rates, a
+    participant session): a row outside it is "no such assignment", so a view needs no lookup of
+    its own before this one. Raises EngineError ``unknown`` (no such row, a malformed id, outside
+    ``scope``) or Forbidden ``forbidden`` (another worker's)."""
+    qs = Assignment.objects.select_for_update(of=("self",)).select_related("item", "campaign")
+    if scope is not None:
+        qs = qs.filter(scope)
     try:
-        a = Assignment.objects.select_for_update(of=("self",)).select_related("item", "campaign", "worker").get(pk=assignment_id)
+        a = qs.get(pk=assignment_id)
     except (Assignment.DoesNotExist, ValueError, TypeError):
         raise EngineError("no such assignment", "unknown") from None
     if a.worker_id != worker.pk:
         raise Forbidden("this assignment belongs to another worker", "forbidden")
+    a.worker = worker  # the same row (checked above): no second query for it
     return a
 
 
 def submit(
     assignment_id, worker: Worker, data, *, submit_key: str = "", item_id=None, submitted_at=None,
+    scope: Q | None = None,
 ) -> SubmitResult:
     """Record ``worker``'s answer (form ``data``) to their assignment.
 
@@ -611,12 +709,16 @@ def submit(
     provider says the work was submitted (results collected later); default now. In a local
     campaign with gold, a worker's answers before they pass the minimum gold checks are stored with
     ``awaiting_gold`` and counted later (see the rule in :func:`gold_checks_required`).
+    ``scope`` (a Q over Assignment, optional) narrows the one locked lookup of the assignment
+    (:func:`_locked_assignment`): views pass what their URL names (the campaign, the worker's
+    campaigns, the participant session) instead of looking the assignment up first; a row outside
+    it raises EngineError ``unknown``, nothing changed.
     """
     spec = None
     now = submitted_at or timezone.now()
     submit_key = _text(submit_key)[:64]
     with transaction.atomic():
-        a = _locked_assignment(assignment_id, worker)
+        a = _locked_assignment(assignment_id, worker, scope)
         if item_id is not None and str(item_id) != str(a.item_id):
             raise EngineError("the item does not match this assignment", "forged-item")
         if a.state in Assignment.DONE_STATES:
@@ -671,7 +773,12 @@ def submit(
     newly = 0
     if a.awaiting_gold or a.gold_correct is not None:  # after the commit: see count_awaiting_gold
         newly = count_awaiting_gold(a.campaign, worker)
-    if counted or newly:
+    # The campaign can have become complete only if this item now has its k counted judgments (or
+    # waiting answers were counted just now): one indexed count of the item's, read after the commit
+    # (so of two last submissions the later one sees both), instead of is_complete's campaign-wide
+    # counts on every submission. finish_if_complete closes local campaigns only: others skip both.
+    if newly or counted and a.campaign.provider == Campaign.LOCAL and (
+            Assignment.objects.filter(item_id=a.item_id, counted=True).count() >= a.campaign.judgments_per_item):
         finish_if_complete(a.campaign)
     return SubmitResult(a, True, late, counted)
 
@@ -839,6 +946,93 @@ def release_counted_work(campaign: Campaign, worker: Worker) -> int:
         ids = list(qs.values_list("pk", flat=True))
         get_kind(campaign.kind).release(campaign, worker, ids)
         _reopen(qs.filter(slot__isnull=False).values_list("item_id", flat=True))
+        Assignment.objects.filter(pk__in=ids).update(counted=False, slot=None)
+    return len(ids)
+
+
+class _RolledBack(Exception):
+    """Raised to roll a savepoint back on purpose (see :func:`release_assignments`)."""
+
+
+def _judgment_rows(campaign: Campaign, worker: Worker) -> dict:
+    """``worker``'s rows of the judgment tables of ``campaign``: {model: [row, ...]}."""
+    from .models import HumanJudgment, PairwiseJudgment
+
+    return {m: list(m.objects.filter(campaign=campaign, rater=worker.rater_id).order_by("pk"))
+            for m in (HumanJudgment, PairwiseJudgment)}
+
+
+def _row_key(row) -> tuple:
+    """What a judgment row says (every column but its id and creation time)."""
+    return tuple(getattr(row, f.attname) for f in row._meta.concrete_fields if f.attname not in ("id", "created_at"))
+
+
+def release_assignments(campaign: Campaign, worker: Worker, assignment_ids) -> int:
+    """Like :func:`release_counted_work`, for some of ``worker``'s assignments only (e.g. the work
+    of one participant session that the provider rejected, :func:`crowd.journey.release_session`):
+    those of ``assignment_ids`` that are counted stop counting and free their slots, the campaign's
+    kind removes what it recorded from them, and the worker's other counted work stays recorded.
+    Ids of other workers or campaigns, or not counted, are ignored; answers waiting for the gold
+    checks among them (``awaiting_gold``) stop waiting (released work is never counted later).
+    One transaction under the assignments' row locks; idempotent. Returns how many counted
+    assignments were released.
+
+    A kind's :meth:`~crowd.kinds.base.TaskKind.release` removes all the worker's rows of the
+    judgment tables (``HumanJudgment``, ``PairwiseJudgment``: they name no assignment) plus what it
+    recorded elsewhere for the given assignments only (e.g. collected captions). So the rows of the
+    worker's other counted assignments are put back, unchanged (same ids and times): the rows the
+    released assignments wrote are found by recording them again inside a savepoint that is rolled
+    back, and every other row the worker had is restored."""
+    wanted = set()
+    for i in assignment_ids:
+        try:
+            wanted.add(int(i))
+        except (TypeError, ValueError):
+            continue
+    if not wanted:
+        return 0
+    with transaction.atomic():
+        mine = list(Assignment.objects.select_for_update(of=("self",)).select_related("item", "campaign", "worker")
+                    .filter(campaign=campaign, worker=worker).filter(Q(counted=True) | Q(pk__in=wanted))
+                    .order_by("pk"))
+        Assignment.objects.filter(pk__in=[a.pk for a in mine if a.pk in wanted and a.awaiting_gold]).update(
+            awaiting_gold=False)
+        released = [a for a in mine if a.counted and a.pk in wanted]
+        if not released:
+            return 0
+        others = [a for a in mine if a.counted and a.pk not in wanted]
+        spec = get_kind(campaign.kind)
+        before = _judgment_rows(campaign, worker) if others else {}
+        ids = [a.pk for a in released]
+        spec.release(campaign, worker, ids)
+        if others:
+            theirs = {}
+            try:
+                with transaction.atomic():  # what the released assignments wrote: record them again, roll back
+                    for model in before:
+                        model.objects.filter(campaign=campaign, rater=worker.rater_id).delete()
+                    for a in released:
+                        spec.record(a, a.answer)
+                    theirs = {m: Counter(_row_key(r) for r in rows) for m, rows in _judgment_rows(campaign, worker).items()}
+                    raise _RolledBack
+            except _RolledBack:
+                pass
+            for model, rows in before.items():
+                present = set(model.objects.filter(pk__in=[r.pk for r in rows]).values_list("pk", flat=True))
+                drop = theirs.get(model, Counter())
+                restore = []
+                for row in rows:
+                    key = _row_key(row)
+                    if drop[key] > 0:
+                        drop[key] -= 1
+                    elif row.pk not in present:
+                        restore.append(row)
+                if restore:
+                    created = {r.pk: r.created_at for r in restore}
+                    model.objects.bulk_create(restore)
+                    for pk, at in created.items():  # auto_now_add stamped them anew
+                        model.objects.filter(pk=pk).update(created_at=at)
+        _reopen([a.item_id for a in released if a.slot is not None])
         Assignment.objects.filter(pk__in=ids).update(counted=False, slot=None)
     return len(ids)
 

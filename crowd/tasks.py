@@ -29,3 +29,23 @@ def verify_claims() -> dict:
     from .providers import verify_all
 
     return verify_all()
+
+
+@shared_task(name="crowd.expire_sessions")
+def expire_sessions() -> int:
+    """End ``timed_out`` the open participant sessions whose time budget (plus one task's time) is
+    over (:func:`crowd.journey.expire_sessions`; their accepted tasks go back to the pool).
+    Scheduled by ``CELERY_BEAT_SCHEDULE``. Returns how many sessions ended."""
+    from .journey import expire_sessions as expire
+
+    return expire()
+
+
+@shared_task(name="crowd.sync_prolific")
+def sync_prolific() -> dict:
+    """Poll Prolific for the submissions of every published Prolific study and apply them
+    (statuses, released work; :func:`crowd.prolific.sync.sync_all`), the safety net behind the
+    webhooks. Scheduled every ``PROLIFIC_SYNC_SECONDS`` (120). Returns {campaign: summary}."""
+    from .prolific.sync import sync_all
+
+    return sync_all()

@@ -7,6 +7,8 @@ analysis (crowd does not import analysis): the project's URLconf includes
 from django.urls import path
 
 from .views import images, judgments_upload, mturk, mturk_owner, owner, rater
+from .views import journey as journey_views
+from .views import prolific as prolific_views
 
 app_name = "crowd"
 urlpatterns = [
@@ -18,6 +20,16 @@ urlpatterns = [
     path("rate/<slug:name>/task/<int:pk>/", rater.task, name="task"),
     path("rate/<slug:name>/task/<int:pk>/submit/", rater.submit, name="submit"),
     path("rate/<slug:name>/task/<int:pk>/return/", rater.return_task, name="return"),
+    # the participant journey (crowd.views.journey): Prolific arrival, consent, instructions, practice, bundle, end
+    path("prolific/<slug:name>/", journey_views.prolific_start, name="prolific-start"),
+    path("session/<slug:name>/", journey_views.session_page, name="session"),
+    path("session/<slug:name>/consent/", journey_views.consent, name="session-consent"),
+    path("session/<slug:name>/instructions/", journey_views.instructions, name="session-instructions"),
+    path("session/<slug:name>/practice/", journey_views.practice, name="session-practice"),
+    path("session/<slug:name>/task/<int:pk>/", journey_views.session_task, name="session-task"),
+    path("session/<slug:name>/task/<int:pk>/submit/", journey_views.session_submit, name="session-submit"),
+    path("session/<slug:name>/done/", journey_views.session_done, name="session-done"),
+    path("campaigns/<slug:name>/participants/", journey_views.campaign_participants, name="campaign-participants"),
     # MTurk workers (ExternalQuestion pages, inside MTurk's frame)
     path("mturk/<slug:name>/item/<int:item_pk>/", mturk.task, name="mturk-task"),
     path("mturk/<slug:name>/item/<int:item_pk>/submit/", mturk.submit, name="mturk-submit"),
@@ -36,6 +48,10 @@ urlpatterns = [
     path("campaigns/<slug:name>/mturk/", mturk_owner.page, name="mturk"),
     path("campaigns/<slug:name>/mturk/<slug:action>/", mturk_owner.action, name="mturk-action"),
     path("campaigns/<slug:name>/mturk/batch/<int:pk>/<str:filename>", mturk_owner.batch_file, name="mturk-batch-file"),
+    # Prolific (crowd.views.prolific): its signed webhooks, the owner's page and its actions
+    path("prolific-hooks/", prolific_views.webhook, name="prolific-webhook"),
+    path("campaigns/<slug:name>/prolific/", prolific_views.page, name="campaign-prolific"),
+    path("campaigns/<slug:name>/prolific/<slug:action>/", prolific_views.action, name="campaign-prolific-action"),
     # pictures (crowd.images): local/uploaded files, staff uploads, the owner's image URL check
     path("datasets/<slug:name>/image-files/<path:key>", images.image_file, name="image-file"),
     path("datasets/<slug:name>/image-upload/", images.image_upload, name="image-upload"),

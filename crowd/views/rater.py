@@ -21,6 +21,7 @@ import random
 import secrets
 
 from django.contrib import messages
+from django.db.models import Count, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -63,13 +64,19 @@ def progress(campaign: Campaign, worker: Worker, item: Item, current: Assignment
     :func:`crowd.engine.gold_checks_required` serves over those items. Other raters take items at
     the same time, so N can go down from one task to the next; it is never below n."""
     mine = Assignment.objects.filter(campaign=campaign, worker=worker, verified=True)
-    n = mine.filter(state__in=Assignment.DONE_STATES).count() + 1
+    # the worker's own counts in one statement (each is a filtered count over ``mine``)
+    counts = mine.aggregate(
+        done=Count("pk", filter=Q(state__in=Assignment.DONE_STATES)),
+        normal_taken=Count("pk", filter=Q(item__is_gold=False, state__in=(engine.ACTIVE, *Assignment.DONE_STATES))),
+        normal_kept=Count("pk", filter=Q(item__is_gold=False) & ~Q(state=Assignment.RETURNED)),
+        gold_graded=Count("pk", filter=Q(item__is_gold=True, gold_correct__isnull=False)),
+    )
+    n = counts["done"] + 1
     previewed = current is None  # the item on screen is not among ``mine`` yet
     open_normal = engine._open_items(campaign, worker).count()
     if previewed and not item.is_gold:
         open_normal = max(0, open_normal - 1)
-    normal_taken = (mine.filter(item__is_gold=False, state__in=(engine.ACTIVE, *Assignment.DONE_STATES)).count()
-                    + (1 if previewed and not item.is_gold else 0))
+    normal_taken = counts["normal_taken"] + (1 if previewed and not item.is_gold else 0)
     if campaign.per_worker_cap is not None:
         open_normal = max(0, min(open_normal, campaign.per_worker_cap - normal_taken))
     gold_more = 0
@@ -81,10 +88,8 @@ def progress(campaign: Campaign, worker: Worker, item: Item, current: Assignment
         else:
             # gold is due while graded <= normal // (gold_every - 1): over every normal task they can
             # still reach, normal_end // (gold_every - 1) + 1 graded checks in all
-            normal_end = (mine.filter(item__is_gold=False).exclude(state=Assignment.RETURNED).count()
-                          + open_normal + (1 if previewed and not item.is_gold else 0))
-            gold_given = (mine.filter(item__is_gold=True, gold_correct__isnull=False).count()
-                          + (1 if item.is_gold else 0))
+            normal_end = counts["normal_kept"] + open_normal + (1 if previewed and not item.is_gold else 0)
+            gold_given = counts["gold_graded"] + (1 if item.is_gold else 0)
             needed = max(normal_end // (campaign.gold_every - 1) + 1,
                          engine.gold_checks_required(campaign)) - gold_given
             gold_more = max(0, min(unseen, needed))
@@ -142,6 +147,10 @@ def next_task(request, name):
     if denied:
         return denied
     campaign = _live_campaign(name, worker)
+    from crowd import journey  # a campaign with a journey (bundle, consent, practice): its session pages
+
+    if journey.uses_journey(campaign):
+        return _to_journey(request, campaign, worker)
     current = engine.active_assignment(campaign, worker)
     if current and campaign.state != Campaign.FINISHED:  # a finished campaign takes no more answers
         return redirect("crowd:task", name=campaign.name, pk=current.pk)
@@ -167,6 +176,33 @@ def next_task(request, name):
     })
 
 
+def _to_journey(request, campaign, worker):
+    """Hand a local rater over to the participant journey (crowd.views.journey): resume the session
+    this browser holds, else the rater's open session in the campaign, else the last one if it ended
+    for good (screened out, failed attention checks: its completion page), else open a new one
+    (:func:`crowd.journey.open_session`); keep its key in the browser session; go to its stage page."""
+    from crowd import journey
+    from crowd.models import ParticipantSession
+
+    session = journey.session_for(str(request.session.get(journey.JOURNEY_SESSION_KEY) or ""), campaign)
+    if session is None or session.worker_id != worker.pk or not session.is_open:
+        mine = ParticipantSession.objects.filter(campaign=campaign, worker=worker)
+        session = (mine.filter(ended_at__isnull=True).first()
+                   or mine.filter(outcome__in=(ParticipantSession.SCREENED_OUT, ParticipantSession.FAILED_ATTENTION))
+                   .order_by("-ended_at").first())
+    if session is None:
+        try:
+            session = journey.open_session(campaign, worker, user_agent=request.META.get("HTTP_USER_AGENT", "")[:300])
+        except engine.NoTask as exc:
+            return render(request, "crowd/rater/none.html", {"campaign": campaign, "reason": exc.code,
+                                                             "message": str(exc)})
+        except engine.EngineError as exc:
+            return render(request, "crowd/rater/error.html", {"campaign": campaign, "message": str(exc),
+                                                              "code": exc.code}, status=exc.status)
+    request.session[journey.JOURNEY_SESSION_KEY] = session.key
+    return redirect("crowd:session", name=campaign.name)
+
+
 @rater_limited
 @require_POST
 def accept(request, name):
@@ -174,6 +210,10 @@ def accept(request, name):
     if denied:
         return denied
     campaign = _live_campaign(name, worker)
+    from crowd import journey
+
+    if journey.uses_journey(campaign):  # tasks only inside a session (consent, practice first)
+        return redirect("crowd:next", name=campaign.name)
     try:
         assignment = engine.accept(campaign, worker)
     except engine.NoTask as exc:
@@ -183,15 +223,21 @@ def accept(request, name):
     return redirect("crowd:task", name=campaign.name, pk=assignment.pk)
 
 
+def _own_scope(name, worker) -> Q:
+    """The assignments a rater may open at a task URL of campaign ``name``: theirs, in that
+    campaign, which they are (still) a rater of."""
+    return Q(campaign__name=name, worker=worker, campaign__in=engine.rater_campaigns(worker))
+
+
 def _own_assignment(request, name, pk):
     worker, denied = _need_worker(request)
     if denied:
         return None, None, denied
     # Another rater's task is "no such task", exactly like a missing one: no existence oracle.
-    assignment = Assignment.objects.select_related("campaign", "item").filter(
-        pk=pk, campaign__name=name, worker=worker, campaign__in=engine.rater_campaigns(worker)).first()
+    assignment = Assignment.objects.select_related("campaign", "item").filter(_own_scope(name, worker), pk=pk).first()
     if assignment is None:
         raise Http404("no such task")
+    assignment.worker = worker  # the same row (filtered on it): the task page needs no query for it
     return worker, assignment, None
 
 
@@ -208,11 +254,14 @@ def _render_task(request, assignment, errors=None, data=None, status=200):
     }, status=status)
 
 
-def _serve_next(request, campaign, worker):
+def _serve_next(request, campaign, worker, *, fresh: bool = False):
     """After a submission or a return: accept the rater's next task at once (the rater accepted the
     campaign on its first preview) with :func:`crowd.engine.accept`, and show it; when there is none
-    (or the engine refuses) the campaign page says why."""
-    campaign = Campaign.objects.get(pk=campaign.pk)  # fresh: the submission may have finished it
+    (or the engine refuses) the campaign page says why. ``fresh``: ``campaign`` was read by the
+    submission's own transaction (:func:`crowd.engine.submit` locks the assignment with its campaign
+    and marks it finished when it completed it), so it is not read again."""
+    if not fresh:
+        campaign = Campaign.objects.get(pk=campaign.pk)  # fresh: the submission may have finished it
     try:
         nxt = engine.accept(campaign, worker)
     except engine.EngineError:
@@ -236,28 +285,32 @@ def task(request, name, pk):
 @rater_limited
 @require_POST
 def submit(request, name, pk):
-    worker, assignment, denied = _own_assignment(request, name, pk)
+    worker, denied = _need_worker(request)
     if denied:
         return denied
-    try:
+    try:  # one lookup: the engine locks the assignment within the scope _own_assignment checks
         result = engine.submit(
-            assignment.pk, worker, request.POST, submit_key=request.POST.get("submit_key", ""),
-            item_id=request.POST.get("item"),
+            pk, worker, request.POST, submit_key=request.POST.get("submit_key", ""),
+            item_id=request.POST.get("item"), scope=_own_scope(name, worker),
         )
     except AnswerError as exc:
-        assignment.refresh_from_db()
+        _, assignment, _ = _own_assignment(request, name, pk)
         return _render_task(request, assignment, errors=exc.errors, data=request.POST, status=400)
     except engine.EngineError as exc:
+        if exc.code in ("unknown", "forbidden"):
+            raise Http404("no such task") from None  # as _own_assignment: no existence oracle
+        _, assignment, _ = _own_assignment(request, name, pk)
         return render(request, "crowd/rater/error.html", {
             "campaign": assignment.campaign, "message": str(exc), "code": exc.code,
         }, status=exc.status)
+    assignment = result.assignment
     if result.late and not result.counted:
         messages.warning(request, "Your answer arrived after the time limit; it was kept and flagged for the owner.")
     elif result.created:
         messages.success(request, "Thank you, your answer was saved.")
     if request.POST.get("then") == "stop":  # "Submit and stop": the campaign page, nothing accepted
         return redirect("crowd:next", name=name)
-    return _serve_next(request, assignment.campaign, worker)
+    return _serve_next(request, assignment.campaign, worker, fresh=True)
 
 
 @rater_limited

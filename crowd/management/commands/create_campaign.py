@@ -61,9 +61,22 @@ class Command(BaseCommand):
         parser.add_argument("--reward", default="0", help="reward per assignment in USD")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--live", action="store_true", help="publish at once (default: draft)")
-        parser.add_argument("--provider", choices=["local", "mturk"], default="local",
-                            help="where the workers come from: the local rater pool or Mechanical Turk "
-                                 "(then see `manage.py mturk`)")
+        parser.add_argument("--provider", choices=["local", "mturk", "prolific"], default="local",
+                            help="where the workers come from: the local rater pool, Mechanical Turk "
+                                 "(then see `manage.py mturk`) or Prolific (then see `manage.py prolific`)")
+        # the participant journey (crowd.journey)
+        parser.add_argument("--bundle", type=int, default=0,
+                            help="tasks per participant session, 0-1000 (default 0: no bundle)")
+        parser.add_argument("--session-minutes", type=int, default=0,
+                            help="time budget of one participant session in minutes, 0-1440 (default 0: none)")
+        parser.add_argument("--consent-file", default="",
+                            help="UTF-8 text file of the consent shown before any task (at most 20,000 characters)")
+        parser.add_argument("--practice", type=int, default=0,
+                            help="practice items with known answers before the tasks, 0-100 (extra gold items)")
+        parser.add_argument("--practice-pass", type=float, default=0.8,
+                            help="share of practice items a participant must get right, in (0, 1] (default 0.8)")
+        parser.add_argument("--attention-max-failures", type=int, default=1,
+                            help="failed attention checks (gold items) a session tolerates, 0-1000 (default 1)")
 
     @staticmethod
     def check_options(o) -> None:
@@ -97,6 +110,38 @@ class Command(BaseCommand):
             raise CommandError("give either --image-url or --images-dir, not both")
         if o["images_dir"] and not Path(o["images_dir"]).expanduser().is_dir():
             raise CommandError(f"--images-dir {o['images_dir'][:200]!r} is not an existing folder")
+        o["consent_text"] = Command.read_consent(o["consent_file"]) if o["consent_file"] else ""
+        for key, option in (("bundle", "--bundle"), ("session_minutes", "--session-minutes"),
+                            ("practice", "--practice"), ("practice_pass", "--practice-pass"),
+                            ("attention_max_failures", "--attention-max-failures"), ("consent_text", "--consent-file")):
+            try:
+                engine.check_journey_options(**{"bundle_size" if key == "bundle" else key: o[key]})
+            except CampaignSpecError as exc:
+                raise CommandError(f"{option}: {exc}") from None
+
+    @staticmethod
+    def read_consent(path: str) -> str:
+        """The consent text of ``--consent-file``: a readable UTF-8 text file of at most
+        ``engine.MAX_CONSENT_CHARS`` characters, not empty, without NUL; CommandError (one line)
+        otherwise. Windows line ends become ``\\n``."""
+        file = Path(path).expanduser()
+        try:
+            if file.stat().st_size > 4 * engine.MAX_CONSENT_CHARS + 4:
+                raise CommandError(f"--consent-file {path[:200]!r} is longer than {engine.MAX_CONSENT_CHARS:,} characters")
+            text = file.read_bytes().decode("utf-8-sig")
+        except OSError as exc:
+            raise CommandError(f"--consent-file {path[:200]!r}: cannot read it ({exc.strerror or exc})") from None
+        except UnicodeDecodeError:
+            raise CommandError(f"--consent-file {path[:200]!r} is not UTF-8 text") from None
+        text = text.replace("\r\n", "\n").strip()
+        if not text:
+            raise CommandError(f"--consent-file {path[:200]!r} is empty")
+        if "\x00" in text:
+            raise CommandError(f"--consent-file {path[:200]!r} is not text (it has a NUL character)")
+        if len(text) > engine.MAX_CONSENT_CHARS:
+            raise CommandError(f"--consent-file {path[:200]!r} has {len(text):,} characters; at most "
+                               f"{engine.MAX_CONSENT_CHARS:,} are allowed")
+        return text
 
     @staticmethod
     def use_images_dir(dataset, images_dir: str) -> None:
@@ -151,6 +196,9 @@ class Command(BaseCommand):
                     lifetime=timedelta(days=o["lifetime_days"]) if o["lifetime_days"] else None,
                     reward=o["reward"], options=options, seed=o["seed"], gold_every=o["gold_every"],
                     state=Campaign.LIVE if o["live"] else Campaign.DRAFT, provider=o["provider"],
+                    bundle_size=o["bundle"], session_minutes=o["session_minutes"], consent_text=o["consent_text"],
+                    practice=o["practice"], practice_pass=o["practice_pass"],
+                    attention_max_failures=o["attention_max_failures"],
                 )
         except (CampaignSpecError, images.ImageSourceError) as exc:
             raise CommandError(str(exc)) from None
@@ -159,5 +207,11 @@ class Command(BaseCommand):
             f"campaign {campaign.name!r} ({campaign.kind}, {campaign.state}): {counts['items']:,} items + "
             f"{counts['gold_items']} gold, k = {campaign.judgments_per_item}, {counts['needed']:,} judgments needed"
         )
+        if o["practice"] or o["bundle"] or o["consent_text"]:
+            self.stdout.write(
+                f"participant sessions: bundle {o['bundle'] or 'none'}, time budget "
+                f"{str(o['session_minutes']) + ' min' if o['session_minutes'] else 'none'}, consent "
+                f"{'yes' if o['consent_text'] else 'no'}, {o['practice']} practice items (pass mark "
+                f"{o['practice_pass']:g}), at most {o['attention_max_failures']} failed attention checks")
         if not owners:
             self.stdout.write("no owner given: only superusers see it on /campaigns/ (add --owner USERNAME)")
