@@ -28,11 +28,12 @@ from django.urls import URLResolver, get_resolver, resolve
 from django.urls.exceptions import Resolver404
 
 from crowd import engine, ratelimit
-from crowd.models import Assignment, Campaign, Dataset, Item, MTurkCall, MTurkHIT
+from crowd.models import Assignment, Campaign, Dataset, Item, MTurkCall, MTurkHIT, ProlificStudy
 from crowd.mturk import publish as pub
 from crowd.providers import SESSION_KEY
 from crowd.simulate import simulate
 from crowd.views import mturk as mturk_views
+from crowd.views import prolific as prolific_views
 
 from .conftest import ROOT, run_command
 
@@ -133,12 +134,16 @@ def site(subset_dir, settings):
     owner = logged_in(alice)
     assert owner.post("/campaigns/alpha-mt/mturk/export/", {"limit": "1"}).status_code == 302
     assert owner.post("/campaigns/alpha-mt/mturk/publish/", {"dry_run": "1"}).status_code == 302
+    pro = engine.create_campaign(dataset, "rating", name="alpha-pro", title="Alpha Prolific study", owners=[alice],
+                                 options={"images": 3, "gold": 1}, provider=Campaign.PROLIFIC)
+    ProlificStudy.objects.create(campaign=pro, study_id="a1" * 12, status="UNPUBLISHED", name="Alpha Prolific study",
+                                 description="d", places=3, reward=100, estimated_minutes=5)
     beta = engine.create_campaign(dataset, "rating", name="beta", title="Beta study", owners=[bob],
                                   options={"images": 2}, state=Campaign.LIVE, gold_every=0)
     w1, w2 = engine.invite_workers(2, campaign=local)
     other = engine.accept(local, w2)
     return {"dataset": dataset, "alice": alice, "bob": bob, "sam": sam, "root": root, "local": local, "mt": mt,
-            "beta": beta, "w1": w1, "w2": w2, "batch": mt.mturk_batches.get(), "other": other}
+            "pro": pro, "beta": beta, "w1": w1, "w2": w2, "batch": mt.mturk_batches.get(), "other": other}
 
 
 def samples_for(site, campaign) -> dict:
@@ -147,7 +152,8 @@ def samples_for(site, campaign) -> dict:
     image = dataset.images.order_by("key").first()
     other = site["other"]
     return {
-        "name": [campaign.name], "criterion": ["relevance"], "fmt": ["csv", "jsonl"], "action": mturk_actions(),
+        "name": [campaign.name], "criterion": ["relevance"], "fmt": ["csv", "jsonl"],
+        "action": list(prolific_views.ACTIONS) if campaign.provider == Campaign.PROLIFIC else mturk_actions(),
         "pk": [site["batch"].pk if campaign.provider == Campaign.MTURK else other.pk],
         "filename": ["layout.html", "input.csv"], "token": [site["w1"].token],
         "item_pk": [campaign.items.order_by("pk").first().pk], "metric": ["bleu_4"],
@@ -370,7 +376,7 @@ def test_credentials_and_the_secret_key_never_reach_a_page_or_the_database(site,
     crowd_names = set()
     for user, client in ((alice, owner), (root, logged_in(root))):
         seeds = ["/", "/campaigns/", "/compare/", "/admin/", "/accounts/login/"]
-        for campaign in (site["local"], mt):
+        for campaign in (site["local"], mt, site["pro"]):
             for route, pattern in all_patterns():
                 if route.startswith(("campaigns/<slug:name>", "datasets/")):
                     s = samples_for(site, campaign) | {"name": [campaign.name if route.startswith("campaigns/")
@@ -390,16 +396,17 @@ def test_credentials_and_the_secret_key_never_reach_a_page_or_the_database(site,
         assert len(pages) > 60
     # the crawl reached every campaign page, download and MTurk page (including Django's admin)
     owner_pages = {p.name for route, p in all_patterns() if route.startswith("campaigns/<slug:name>") and p.name}
-    assert owner_pages - {"campaign-state", "campaign-invite", "campaign-publish-results", "mturk-action"} <= crowd_names
+    assert owner_pages - {"campaign-state", "campaign-invite", "campaign-publish-results", "mturk-action",
+                           "campaign-prolific-action"} <= crowd_names
     assert {"crowd_mturkconfig_change", "crowd_worker_change", "crowd_campaign_change"} <= crowd_names
 
 
 # --- 3. CSRF on every form ----------------------------------------------------------------------
 
-def test_the_only_csrf_exempt_view_is_the_token_authorised_mturk_submit():
+def test_the_only_csrf_exempt_views_are_the_token_authorised_mturk_submit_and_the_signed_prolific_webhook():
     exempt = {f"{p.callback.__module__}.{p.callback.__name__}" for _, p in all_patterns()
               if getattr(p.callback, "csrf_exempt", False)}
-    assert exempt == {"crowd.views.mturk.submit"}
+    assert exempt == {"crowd.views.mturk.submit", "crowd.views.prolific.webhook"}
     from django.conf import settings
 
     assert "django.middleware.csrf.CsrfViewMiddleware" in settings.MIDDLEWARE
@@ -419,9 +426,10 @@ def test_every_view_refuses_a_post_without_a_valid_csrf_token(site):
     before = db_state()
     checked = 0
     for route, pattern in all_patterns():
-        if pattern.callback is mturk_views.submit:  # token-authorised, tested below
+        if pattern.callback in (mturk_views.submit, prolific_views.webhook):  # token / signature: tested elsewhere
             continue
-        campaign = site["mt"] if route.startswith("mturk/") or "mturk" in route else site["local"]
+        campaign = (site["mt"] if route.startswith("mturk/") or "mturk" in route
+                    else site["pro"] if route.startswith("campaigns/") and "prolific" in route else site["local"])
         s = samples_for(site, campaign)
         if route.startswith("datasets/"):
             s["name"] = [site["dataset"].name]
@@ -509,7 +517,8 @@ def campaign_urls(site, campaign) -> list[tuple[str, object]]:
 
 def test_nobody_but_the_owners_reads_or_changes_a_campaign(site):
     local, mt = site["local"], site["mt"]
-    urls = campaign_urls(site, local) + campaign_urls(site, mt)
+    pro = site["pro"]
+    urls = campaign_urls(site, local) + campaign_urls(site, mt) + campaign_urls(site, pro)
     assert len(urls) > 30
     # the control: alice, the owner, reaches every page and download (GET views) of her campaigns
     alice = logged_in(site["alice"])
@@ -518,8 +527,9 @@ def test_nobody_but_the_owners_reads_or_changes_a_campaign(site):
         r = alice.get(url)
         if r.status_code == 405:  # a POST-only action
             continue
-        if url.startswith(f"/campaigns/{local.name}/mturk/"):
-            assert r.status_code == 404, url  # a local-pool campaign has no MTurk page
+        if url.startswith((f"/campaigns/{local.name}/mturk/", f"/campaigns/{pro.name}/mturk/",
+                           f"/campaigns/{local.name}/prolific/", f"/campaigns/{mt.name}/prolific/")):
+            assert r.status_code == 404, url  # only an MTurk (Prolific) campaign has an MTurk (Prolific) page
         else:
             assert r.status_code == 200, (url, r.status_code)
             readable += 1
@@ -538,11 +548,11 @@ def test_nobody_but_the_owners_reads_or_changes_a_campaign(site):
                     assert r.status_code == 302 and r["Location"].startswith("/accounts/login/"), (who, method, url)
                 else:
                     assert r.status_code in (403, 404, 405), (who, method, url, r.status_code)
-                assert local.title.encode() not in r.content and mt.title.encode() not in r.content
+                assert not any(c.title.encode() in r.content for c in (local, mt, pro))
     assert db_state() == before
     for who in ("bob", "sam (staff)"):
         listing = others[who].get("/campaigns/").content.decode()
-        assert local.name not in listing and mt.name not in listing
+        assert local.name not in listing and mt.name not in listing and pro.name not in listing
     assert "/campaigns/beta/" in others["bob"].get("/campaigns/").content.decode()  # bob's own is listed
     # a superuser (Django's admin) may see every campaign
     assert logged_in(site["root"]).get(f"/campaigns/{local.name}/report.json").status_code == 200

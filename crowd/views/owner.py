@@ -55,7 +55,21 @@ FIELD_GROUPS = [
     ("Gold items (quality checks)", GOLD_KINDS, ["gold"]),
     ("Caption-set diversity", ["diversity"], ["systems", "captions_per_set"]),
     ("Visual atoms", ["visual_atom"], ["atoms"]),
+    ("Participant journey (local pool and Prolific)", None,
+     ["bundle_size", "session_minutes", "consent_text", "practice", "practice_pass", "attention_max_failures"]),
 ]
+#: the journey fields of the form -> the keyword of :func:`crowd.engine.check_journey_options` they fill
+JOURNEY_FIELDS = ("bundle_size", "session_minutes", "consent_text", "practice", "practice_pass", "attention_max_failures")
+
+
+def _journey_check(name: str, value):
+    """``value`` of the journey field ``name`` checked alone by :func:`crowd.engine.check_journey_options`
+    (the field's own error, not another's)."""
+    try:
+        engine.check_journey_options(**{name: value})
+    except CampaignSpecError as exc:
+        raise forms.ValidationError(str(exc)) from None
+    return value
 
 
 class CampaignForm(forms.Form):
@@ -67,9 +81,10 @@ class CampaignForm(forms.Form):
     images = forms.IntegerField(min_value=1, required=False, help_text="a random sample of this many images (empty: all)")
     per_worker_cap = forms.IntegerField(min_value=1, max_value=2**31 - 1, required=False)
     assignment_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, initial=10)
-    reward = forms.DecimalField(min_value=0, max_digits=6, decimal_places=2, initial=0, help_text="US dollars per assignment")
+    reward = forms.DecimalField(min_value=0, max_digits=6, decimal_places=2, initial=0, help_text="US dollars per assignment (Mechanical Turk; a Prolific reward is set on its Prolific page)")
     provider = forms.ChoiceField(choices=Campaign.PROVIDERS, initial=Campaign.LOCAL, required=False,
-                                 help_text="Mechanical Turk campaigns are published from their MTurk page")
+                                 help_text="who rates: raters you invite, or participants recruited on Prolific or "
+                                           "Mechanical Turk (those are published from their own page)")
     min_seconds_per_task = forms.FloatField(
         min_value=0, max_value=3600, required=False, label="too fast below (seconds per task)",
         help_text="speed check: answers faster than this are flagged (empty: the platform default; 0: no check)")
@@ -82,6 +97,50 @@ class CampaignForm(forms.Form):
                                 help_text="image URL template with {key}, e.g. https://host/images/{key}")
     atoms = forms.FileField(required=False, help_text="visual atoms: CSV rows word,category[,count]")
     seed = forms.IntegerField(initial=0)
+    bundle_size = forms.IntegerField(
+        required=False, initial=0, label="tasks per session", widget=forms.NumberInput(attrs={"min": 0, "max": 1000}),
+        help_text="a participant does this many tasks, then gets a completion page (0: no limit)")
+    session_minutes = forms.IntegerField(
+        required=False, initial=0, label="session time (minutes)", widget=forms.NumberInput(attrs={"min": 0, "max": 1440}),
+        help_text="time budget of one session (0: none)")
+    consent_text = forms.CharField(
+        required=False, strip=True, widget=forms.Textarea(attrs={"rows": 4, "maxlength": engine.MAX_CONSENT_CHARS}),
+        help_text="shown first; participants must agree before any task (empty: no consent page)")
+    practice = forms.IntegerField(
+        required=False, initial=0, label="practice items", widget=forms.NumberInput(attrs={"min": 0, "max": 100}),
+        help_text="items with known answers, shown with feedback before the tasks (0: none)")
+    practice_pass = forms.FloatField(
+        required=False, initial=0.8, label="practice pass mark",
+        widget=forms.NumberInput(attrs={"min": 0.05, "max": 1, "step": 0.05}),
+        help_text="share of practice answers needed to go on, e.g. 0.8 (above 0, at most 1)")
+    attention_max_failures = forms.IntegerField(
+        required=False, initial=1, label="attention checks missed",
+        widget=forms.NumberInput(attrs={"min": 0, "max": 1000}),
+        help_text="failed attention checks tolerated in a session; one more ends it")
+
+    def clean_bundle_size(self):
+        return _journey_check("bundle_size", self.cleaned_data.get("bundle_size") or 0)
+
+    def clean_session_minutes(self):
+        return _journey_check("session_minutes", self.cleaned_data.get("session_minutes") or 0)
+
+    def clean_consent_text(self):
+        return _journey_check("consent_text", (self.cleaned_data.get("consent_text") or "").replace("\r\n", "\n"))
+
+    def clean_practice(self):
+        return _journey_check("practice", self.cleaned_data.get("practice") or 0)
+
+    def clean_practice_pass(self):
+        value = self.cleaned_data.get("practice_pass")
+        return _journey_check("practice_pass", 0.8 if value is None else value)
+
+    def clean_attention_max_failures(self):
+        value = self.cleaned_data.get("attention_max_failures")
+        return _journey_check("attention_max_failures", 1 if value is None else value)
+
+    def journey(self) -> dict:
+        """The journey keywords of :func:`crowd.engine.create_campaign` from the cleaned data."""
+        return {name: self.cleaned_data[name] for name in JOURNEY_FIELDS}
 
     def clean_image_url(self):
         """Only http(s) templates with a plain {key} (:func:`crowd.kinds.base.check_url_template`)."""
@@ -193,11 +252,12 @@ def campaign_new(request):
                     d["dataset"], d["kind"], name=d["name"], title=d["title"], owners=[request.user], k=d["k"],
                     per_worker_cap=d["per_worker_cap"], assignment_seconds=60 * d["assignment_minutes"],
                     reward=d["reward"], options=options, seed=d["seed"], provider=d["provider"] or Campaign.LOCAL,
+                    **form.journey(),
                 )
                 messages.success(request, f"Campaign {campaign.name} created as a draft with {campaign.items.count()} items.")
                 return redirect("crowd:campaign", name=campaign.name)
-        except CampaignSpecError as exc:
-            form.add_error(None, str(exc))
+        except CampaignSpecError as exc:  # practice items the kind cannot give: next to that field
+            form.add_error("practice" if d.get("practice") and "practice" in str(exc) else None, str(exc))
         except csv.Error as exc:  # e.g. a field beyond the csv module's size limit
             form.add_error("atoms", f"{d['atoms'].name}: not a valid CSV file ({exc})")
     return render(request, "crowd/owner/new.html", {"form": form, "preview": preview},
