@@ -78,13 +78,21 @@ def client_address(request) -> str:
 
 
 def client_key(request) -> str:
-    """Who is asking: the rater's worker id from the session if any, else the logged-in user, else
-    the client address (:func:`client_address`)."""
+    """Who is asking: the rater's worker id from the session if any, else the participant session
+    this browser holds (a Prolific participant, :data:`crowd.journey.JOURNEY_SESSION_KEY`: written
+    only after Prolific confirmed the participant, so participants behind one address, e.g. a lab
+    or a proxy, are counted each on their own), else the logged-in user, else the client address
+    (:func:`client_address`)."""
+    from .journey import JOURNEY_SESSION_KEY
     from .providers import SESSION_KEY
 
-    wid = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
+    session = getattr(request, "session", None)
+    wid = session.get(SESSION_KEY) if session is not None else None
     if wid:
         return f"worker:{wid}"
+    participant = session.get(JOURNEY_SESSION_KEY) if session is not None else None
+    if participant:
+        return f"participant:{participant}"
     if getattr(request, "user", None) is not None and request.user.is_authenticated:
         return f"user:{request.user.pk}"
     return f"ip:{client_address(request)}"
