@@ -11,4 +11,4 @@ COPY . .
 # given at run time (docker-compose.yml passes them from the environment); nothing secret is baked in.
 ENV PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=evalsite.production
 EXPOSE 8000
-CMD ["gunicorn", "evalsite.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]
+CMD ["gunicorn", "evalsite.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--worker-class", "gthread", "--threads", "4", "--access-logfile", "-"]

@@ -6,6 +6,10 @@ sequence of claims, submissions, returns, expiries and a blocked worker's releas
 every step. The load script is then run for a few seconds against a real gunicorn + PostgreSQL,
 with a tight rate limit so 429 answers happen, and its own database check must report nothing lost,
 duplicated or half-written (the throughput it prints is a benchmark figure, not asserted here).
+Its ``--scenario study-burst`` (Prolific participants arriving, each consenting and doing a bundle,
+against the fake Prolific API) is run with a handful of participants and must find every session
+holding exactly its submitted tasks. Both runs share one scratch database (the dataset is imported
+once).
 """
 import json
 import random
@@ -110,25 +114,34 @@ def test_claims_skip_full_items_through_the_partial_index(subset_dir):
     assert "item_open_position" in plan, plan
 
 
-def test_load_script_loses_nothing_under_a_tight_rate_limit(tmp_path):
-    assert connection.vendor == "postgresql"
-    s = connection.settings_dict
+@pytest.fixture(scope="module")
+def load_database():
+    """A scratch PostgreSQL database URL for the load script (created by the script, dataset
+    imported once for the module), dropped afterwards."""
+    from django.conf import settings
+
+    s = settings.DATABASES["default"]
+    assert s["ENGINE"] == "django.db.backends.postgresql"
     base = f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}"
     name = f"test_load_{uuid.uuid4().hex[:8]}"
+    yield f"{base}/{name}"
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_load_script(tmp_path, database_url, *args) -> dict:
     out = tmp_path / "load.json"
-    try:
-        proc = subprocess.run(
-            [sys.executable, "benchmarks/rater_load.py", "--database-url", f"{base}/{name}", "--duration", "6",
-             "--warmup", "1", "--raters", "6", "--concurrency", "6", "--gunicorn-workers", "2", "--threads", "2",
-             "--k", "2", "--rate-limit", "6/2s", "--json", str(out)],
-            cwd=ROOT, capture_output=True, text=True, timeout=600,
-        )
-        print(proc.stdout[-3000:], proc.stderr[-3000:])
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        result = json.loads(out.read_text())
-    finally:
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    proc = subprocess.run([sys.executable, "benchmarks/rater_load.py", "--database-url", database_url, *args,
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    print(proc.stdout[-3000:], proc.stderr[-3000:])
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+def test_load_script_loses_nothing_under_a_tight_rate_limit(tmp_path, load_database):
+    result = run_load_script(
+        tmp_path, load_database, "--duration", "6", "--warmup", "1", "--raters", "6", "--concurrency", "6",
+        "--gunicorn-workers", "2", "--threads", "2", "--k", "2", "--rate-limit", "6/2s")
     check = result["check"]
     assert result["cycles"] > 20
     assert check["client_submissions"] == check["stored_submissions"] > 20
@@ -140,3 +153,30 @@ def test_load_script_loses_nothing_under_a_tight_rate_limit(tmp_path):
     assert sum(n for k, n in result["status"].items() if k.endswith(" 429")) > 0, result["status"]
     assert {"accept", "task", "submit", "cycle"} <= set(result["latency_ms"])
     assert result["cpu_seconds"]["web"] > 0
+
+
+def test_study_burst_gives_every_participant_exactly_their_bundle(tmp_path, load_database):
+    # 7 Prolific participants (1 warm-up) arrive within 2 s, each consents and does a bundle of 3;
+    # k = 2 puts several of them on the same items, and 4 requests per 2 s per address makes the
+    # arrival and task pages answer 429 (the participants come back after Retry-After)
+    result = run_load_script(
+        tmp_path, load_database, "--scenario", "study-burst", "--participants", "6", "--warmup-participants", "1",
+        "--arrival-seconds", "2", "--bundle", "3", "--gunicorn-workers", "2", "--k", "2", "--rate-limit", "4/2s",
+        "--think-seconds", "0")
+    check = result["check"]
+    assert result["scenario"] == "study-burst"
+    assert check["participants"] == check["sessions"] == check["sessions_completed"] == check["client_finished"] == 7
+    assert check["client_submissions"] == check["stored_submissions"] == 21
+    for key in ("lost", "answer_differs", "stored_not_sent", "duplicate_judgments", "items_over_k",
+                "worker_item_twice", "judgments_not_matching_answer", "sessions_tasks_mismatch",
+                "sessions_over_target", "completed_short", "submitted_without_session", "participant_two_sessions",
+                "sessions_open"):
+        assert check[key] == 0, (key, check)
+    assert check["judgment_rows"] == check["expected_judgment_rows"] == 2 * 21
+    assert result["rate_limited"] > 0, result["status"]
+    # every participant's arrival was confirmed with (the fake) Prolific, once
+    assert result["prolific_calls"].get("GET submissions") == 7, result["prolific_calls"]
+    latency = result["latency_ms"]
+    assert {"arrive", "consent", "instructions", "task", "submit", "done", "per_task", "participant"} <= set(latency)
+    assert latency["per_task"]["n"] == 18 and latency["participant"]["n"] == 6  # the measured burst only
+    assert all(v["p99"] > 0 for v in latency.values())
