@@ -237,6 +237,13 @@ def test_a_participant_reaches_only_their_own_session_and_tasks(dataset):
     assert alice.get(f"/session/{other_campaign.name}/task/{pk}/").status_code == 404
     assert Client().get(f"/session/{campaign.name}/").status_code == 404
     assert Client().get(bob_task).status_code == 404
+    # a session's task is answered on the session's pages only: the plain rater URLs do not know it
+    apk = Assignment.objects.get(pk=pk)
+    assert alice.get(f"/rate/{campaign.name}/task/{pk}/").status_code == 404
+    assert alice.post(f"/rate/{campaign.name}/task/{pk}/submit/",
+                      {"item": apk.item_id, "relevance": 1, "thoroughness": 1}).status_code == 404
+    assert alice.post(f"/rate/{campaign.name}/task/{pk}/return/").status_code == 404
+    assert Assignment.objects.get(pk=pk).state == Assignment.ACCEPTED
 
 
 # --- Prolific ------------------------------------------------------------------------------------

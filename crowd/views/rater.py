@@ -225,8 +225,10 @@ def accept(request, name):
 
 def _own_scope(name, worker) -> Q:
     """The assignments a rater may open at a task URL of campaign ``name``: theirs, in that
-    campaign, which they are (still) a rater of."""
-    return Q(campaign__name=name, worker=worker, campaign__in=engine.rater_campaigns(worker))
+    campaign, which they are (still) a rater of, and not served in a participant session (those
+    are answered on the session's own pages, ``crowd.views.journey``, which keep the bundle's
+    count and attention checks: here they are "no such task")."""
+    return Q(campaign__name=name, worker=worker, campaign__in=engine.rater_campaigns(worker), session__isnull=True)
 
 
 def _own_assignment(request, name, pk):
