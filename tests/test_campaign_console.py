@@ -20,6 +20,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils.html import escape
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -358,7 +359,8 @@ def fits(driver) -> bool:
 
 def test_console_in_chromium(browser, live_server, dataset, alice):
     campaign = rating(dataset, alice, name="browser-study", k=1, options={"min_seconds_per_task": 0})
-    wait = WebDriverWait(browser, 15)
+    # a condition that finds an element just before a form post replaces the page asks again
+    wait = WebDriverWait(browser, 15, ignored_exceptions=(StaleElementReferenceException,))
     login(browser, live_server, "alice")
     origin = live_server.url
     browser.get(f"{origin}/campaigns/browser-study/")
