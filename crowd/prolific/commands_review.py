@@ -15,7 +15,6 @@ command (crowd/management/commands/prolific.py) dispatches to it. Errors are one
 """
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 
@@ -27,6 +26,8 @@ from . import bonuses, reconcile, review
 from .client import ProlificAPI, ProlificError
 from .sync import SyncError, sync_study
 from .webhooks import EVENT_TYPES
+
+from .commands_study import one_line_errors
 
 ERRORS = (review.ReviewError, bonuses.BonusError, SyncError, ProlificError, ValueError)
 
@@ -55,14 +56,7 @@ def _api(study) -> ProlificAPI:
         raise CommandError(str(exc)) from None
 
 
-def _run(fn):
-    @functools.wraps(fn)
-    def handle(options, stdout):
-        try:
-            fn(options, stdout)
-        except ERRORS as exc:
-            raise CommandError(" ".join(str(exc).split())[:500]) from None
-    return handle
+_run = one_line_errors(ERRORS)
 
 
 # -- sync ------------------------------------------------------------------------------------------

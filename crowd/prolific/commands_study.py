@@ -58,13 +58,20 @@ def _api(campaign, options, stdout) -> ProlificAPI:
                        echo=lambda line: stdout.write(line + "\n"))
 
 
-def _run(fn):
-    def handle(options, stdout):
-        try:
-            fn(options, stdout)
-        except ERRORS as exc:
-            raise CommandError(" ".join(str(exc).split())[:500]) from None
-    return handle
+def one_line_errors(errors: tuple):
+    """Decorator for a subcommand's ``handle(options, stdout)``: any of ``errors`` becomes a
+    CommandError of one line (at most 500 characters)."""
+    def decorate(fn):
+        def handle(options, stdout):
+            try:
+                fn(options, stdout)
+            except errors as exc:
+                raise CommandError(" ".join(str(exc).split())[:500]) from None
+        return handle
+    return decorate
+
+
+_run = one_line_errors(ERRORS)
 
 
 def _status_line(study: ProlificStudy) -> str:
