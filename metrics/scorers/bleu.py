@@ -1,0 +1,302 @@
+"""Vectorised sentence and corpus BLEU-1..n with pycocoevalcap 1.2's exact semantics (numpy, no Django).
+
+Definition
+----------
+BLEU is defined in K. Papineni, S. Roukos, T. Ward and W.-J. Zhu, "BLEU: a Method for Automatic
+Evaluation of Machine Translation", ACL 2002 (modified n-gram precision Sec. 2.1, brevity penalty and
+geometric mean Sec. 2.2.2 / 2.3). The COCO caption evaluation (pycocoevalcap 1.2,
+https://github.com/tylin/coco-caption, files ``pycocoevalcap/bleu/bleu.py`` and ``bleu_scorer.py``,
+David Chiang's scorer modified by H. Fang and T.-Y. Lin) computes it with details this module
+reproduces exactly (equal per caption and corpus to the last bit on the bundled datasets):
+
+* tokens are ``s.split()`` (any run of Unicode whitespace separates; an empty or blank candidate has
+  0 tokens), n-grams of order ``k = 1..n`` (``precook``);
+* the references of a candidate are cooked together: for every n-gram the *maximum* count over the
+  references (``cook_refs``); the clipped matches of order ``k`` are
+  ``correct_k = sum_g min(count_candidate(g), max_ref_count(g))`` and the number of candidate n-grams
+  is ``guess_k = max(0, len - k + 1)`` (``cook_test``);
+* effective reference length ``option='closest'``: the reference length ``l`` minimising
+  ``(|l - len|, l)``, i.e. the closest one and, on a tie, the *shorter* one (``cook_test``);
+* per caption (``BleuScorer.compute_score``), with ``tiny = 1e-15`` and ``small = 1e-9``::
+
+      b = 1.0
+      for k in 0..n-1:  b *= (correct_k + tiny) / (guess_k + small);  bleu_{k+1} = b ** (1 / (k + 1))
+      ratio = (len + tiny) / (reflen + small);  if ratio < 1: every bleu_{k+1} *= exp(1 - 1 / ratio)
+
+  (a candidate without matches of order k gets a tiny but non-zero BLEU-k, not 0: that is
+  pycocoevalcap's smoothing);
+* corpus score (the first value ``Bleu.compute_score`` returns): the same formula applied once to
+  the integer totals over all candidates of ``correct_k``, ``guess_k``, ``len`` and the closest
+  ``reflen`` (not the mean of the per-caption scores).
+
+Implementation: every distinct sentence is split once, tokens and n-grams get integer ids
+(an n-gram of order k is the pair (id of its (k-1)-gram prefix, last token), numbered with
+``np.unique``); the maximum reference counts are built once per distinct reference list (the
+references of an image are shared by all its candidates) and looked up for each distinct
+(candidate, reference list) pair with one ``np.searchsorted``. The floating-point operations of the
+per-caption formula are the reference's, in the same order; the two libm calls (``pow`` and
+``exp``) are made with Python floats on the distinct values, so results do not depend on numpy's
+SIMD builds of ``power`` / ``exp``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import chain
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["BleuResult", "bleu", "bleu_scores", "index_captions", "CaptionIndex"]
+
+TINY = 1e-15  # pycocoevalcap bleu_scorer.py: added to the matches ("so that if guess is 0 still return 0")
+SMALL = 1e-9  # pycocoevalcap bleu_scorer.py: added to the number of candidate n-grams
+
+
+@dataclass(frozen=True)
+class BleuResult:
+    """BLEU-1..n of a batch.
+
+    ``per_caption`` : float64 (n, m); row k is BLEU-(k+1) of each of the m candidates, in [0, 1].
+    ``corpus`` : float64 (n,); pycocoevalcap's corpus BLEU-1..n (the first value its
+        ``Bleu.compute_score`` returns), computed from the summed statistics.
+    """
+
+    per_caption: np.ndarray
+    corpus: np.ndarray
+
+
+@dataclass(frozen=True)
+class CaptionIndex:
+    """Distinct sentences and reference lists of a batch of m candidates.
+
+    ``sentences`` : list of the S distinct strings (candidates and references), first-seen order.
+    ``pair_sentence``, ``pair_group`` : int64 (P,): candidate sentence id and reference-list id of the
+        P distinct (candidate, reference list) pairs, sorted by reference list, then sentence.
+    ``pair_of`` : int64 (m,): the distinct pair of each candidate.
+    ``group_ptr`` : int64 (G+1,), ``group_refs`` : int64 (group_ptr[-1],): the sentence ids of the
+        references of list g are ``group_refs[group_ptr[g]:group_ptr[g+1]]`` (in the given order).
+    """
+
+    sentences: list
+    pair_sentence: np.ndarray
+    pair_group: np.ndarray
+    pair_of: np.ndarray
+    group_ptr: np.ndarray
+    group_refs: np.ndarray
+
+
+def index_captions(candidates: Sequence[str], references: Sequence[Sequence[str]]) -> CaptionIndex:
+    """Number the distinct sentences, reference lists and (candidate, reference list) pairs.
+
+    Reference lists are compared by content (the same strings in the same order).
+
+    Raises
+    ------
+    ValueError
+        ``len(candidates) != len(references)`` or a candidate without references.
+    TypeError
+        a caption that is not a ``str``, or a reference list given as a single string.
+    """
+    m = len(candidates)
+    if m != len(references):
+        raise ValueError(f"{m} candidates but {len(references)} reference lists")
+    if any(issubclass(kind, (str, bytes)) for kind in set(map(type, references))):
+        i = next(i for i, refs in enumerate(references) if isinstance(refs, (str, bytes)))
+        raise TypeError(f"references[{i}] must be a list of reference strings, got a single string")
+    try:
+        keys = list(map(tuple, references))  # C loops throughout: this runs once per candidate
+        lists = {key: g for g, key in enumerate(dict.fromkeys(keys))}
+        group = np.fromiter(map(lists.__getitem__, keys), dtype=np.int64, count=m)
+    except TypeError:
+        raise TypeError("references must be lists of strings (tokenised captions)") from None
+    if () in lists:
+        raise ValueError(f"candidate {keys.index(())} has no reference captions")
+    try:
+        sentences = list(dict.fromkeys(chain(candidates, chain.from_iterable(lists))))
+    except TypeError:
+        raise TypeError("candidates and references must be strings (tokenised captions)") from None
+    if set(map(type, sentences)) - {str}:
+        for s in sentences:
+            if not isinstance(s, str):
+                raise TypeError(f"captions must be strings (tokenised, space-separated), got {type(s).__name__}: {s!r}")
+    sid = {s: i for i, s in enumerate(sentences)}
+    cand = np.fromiter(map(sid.__getitem__, candidates), dtype=np.int64, count=m)
+    sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    refs_flat = np.fromiter(map(sid.__getitem__, chain.from_iterable(lists)), dtype=np.int64, count=int(sizes.sum()))
+    n_sent = max(len(sentences), 1)
+    key = group * n_sent + cand
+    upk, pair_of = np.unique(key, return_inverse=True)
+    ptr = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ptr[1:])
+    return CaptionIndex(sentences, upk % n_sent, upk // n_sent, pair_of.reshape(-1).astype(np.int64, copy=False),
+                        ptr, refs_flat)
+
+
+def expand(ptr: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR gather: for the rows ``sel`` of a CSR structure with row pointer ``ptr``, the indices of
+    their entries, concatenated (int64), and the position in ``sel`` each entry belongs to."""
+    lengths = ptr[sel + 1] - ptr[sel]
+    total = int(lengths.sum())
+    owner = np.repeat(np.arange(len(sel), dtype=np.int64), lengths)
+    starts = np.cumsum(lengths) - lengths
+    idx = np.arange(total, dtype=np.int64) - np.repeat(starts - ptr[sel], lengths)
+    return idx, owner
+
+
+def _ngram_counts(sentences: list, n: int):
+    """Distinct n-grams (orders 1..n) of each sentence with their counts.
+
+    Returns (n_tokens int64 (S,), ptr int64 (S+1,), ngram int64 (E,), count int64 (E,), order int64 (X,),
+    n_ngrams X): the entries of sentence s are ``ptr[s]:ptr[s+1]``, sorted by n-gram id; ``order[x]``
+    is the order minus one of n-gram x.
+    """
+    split = [s.split() for s in sentences]  # pycocoevalcap precook: words = s.split()
+    n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+    flat = list(chain.from_iterable(split))
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
+    wid = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+    n_tok, n_voc, n_sent = len(flat), max(len(vocab), 1), len(sentences)
+    sent_of_pos = np.repeat(np.arange(n_sent, dtype=np.int64), n_tokens)
+    remaining = np.repeat(np.cumsum(n_tokens), n_tokens) - np.arange(n_tok, dtype=np.int64)
+    sents, grams, sizes = [sent_of_pos], [wid], [len(vocab)]
+    offset, prev = len(vocab), wid
+    for k in range(2, n + 1):
+        pos = np.flatnonzero(remaining >= k)
+        code = prev[pos] * n_voc + wid[pos + (k - 1)]  # < n_tok * n_voc: no overflow
+        uniq, inv = np.unique(code, return_inverse=True)
+        inv = inv.reshape(-1).astype(np.int64, copy=False)
+        cur = np.zeros(n_tok, dtype=np.int64)
+        cur[pos] = inv
+        prev = cur
+        sents.append(sent_of_pos[pos])
+        grams.append(inv + offset)
+        sizes.append(len(uniq))
+        offset += len(uniq)
+    n_ngrams = max(offset, 1)
+    key = np.concatenate(sents) * n_ngrams + np.concatenate(grams)
+    ukey, count = np.unique(key, return_counts=True)
+    sent, ngram = ukey // n_ngrams, ukey % n_ngrams
+    ptr = np.zeros(n_sent + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sent, minlength=n_sent), out=ptr[1:])
+    order = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    return n_tokens, ptr, ngram, count.astype(np.int64, copy=False), order, n_ngrams
+
+
+def _pow_distinct(values: np.ndarray, exponent: float) -> np.ndarray:
+    """``values ** exponent`` with Python's float ``**`` (libm ``pow``, as pycocoevalcap), once per
+    distinct value."""
+    if exponent == 1.0:
+        return values.copy()  # pow(x, 1.0) == x exactly
+    uniq, inv = np.unique(values, return_inverse=True)
+    powered = np.array([v ** exponent for v in uniq.tolist()], dtype=np.float64)
+    return powered[inv.reshape(-1)]
+
+
+def _corpus_bleu(correct, guess, testlen: int, reflen: int, n: int) -> np.ndarray:
+    """pycocoevalcap ``BleuScorer.compute_score``'s corpus score, operation by operation (Python floats)."""
+    bleus = []
+    bleu = 1.
+    for k in range(n):
+        bleu *= float(int(correct[k]) + TINY) / (int(guess[k]) + SMALL)
+        bleus.append(bleu ** (1. / (k + 1)))
+    ratio = (testlen + TINY) / (reflen + SMALL)
+    if ratio < 1:
+        for k in range(n):
+            bleus[k] *= math.exp(1 - 1 / ratio)
+    return np.asarray(bleus, dtype=np.float64)
+
+
+def bleu_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int = 4) -> BleuResult:
+    """Sentence BLEU-1..n of every candidate and the corpus BLEU-1..n, as pycocoevalcap 1.2's
+    ``Bleu(n).compute_score`` (``option='closest'``; see the module docstring).
+
+    Parameters
+    ----------
+    candidates : m PTB-tokenised strings.
+    references : m non-empty lists of PTB-tokenised strings (the references of each candidate).
+    n : largest n-gram order, a positive int (the COCO metric: 4). ``bleu_scores(..., n)`` for n < 4
+        equals the first n rows for n = 4, as pycocoevalcap's ``Bleu(n)``; pycocoevalcap raises
+        IndexError for n > 4 (its ``cook_refs`` / ``cook_test`` always count up to 4-grams), here the
+        same formula simply continues to order n.
+
+    Returns
+    -------
+    BleuResult with ``per_caption`` (n, m) and ``corpus`` (n,), float64 in [0, 1]. For m = 0 the
+    per-caption array is (n, 0) and the corpus scores are 0 (the formula on zero totals: brevity
+    penalty exp(1 - 1e6) = 0), as pycocoevalcap's on an empty input.
+
+    Raises
+    ------
+    ValueError
+        length mismatch, a candidate without references, or ``n`` < 1.
+    TypeError
+        a caption that is not a string.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n (largest n-gram order) must be a positive integer, got {n!r}")
+    n = int(n)
+    index = index_captions(candidates, references)
+    m = len(candidates)
+    if m == 0:
+        return BleuResult(np.zeros((n, 0)), _corpus_bleu([0] * n, [0] * n, 0, 0, n))
+    n_tokens, ptr, ngram, count, order, n_ngrams = _ngram_counts(index.sentences, n)
+    gptr, grefs = index.group_ptr, index.group_refs
+    n_groups = len(gptr) - 1
+
+    # maximum count of each n-gram over the references of each list (cook_refs), keyed group * X + ngram
+    idx, owner = expand(ptr, grefs)
+    ref_group = np.repeat(np.arange(n_groups, dtype=np.int64), np.diff(gptr))
+    gkey = ref_group[owner] * n_ngrams + ngram[idx]
+    ukeys, inv = np.unique(gkey, return_inverse=True)
+    maxcount = np.zeros(len(ukeys) + 1, dtype=np.int64)
+    np.maximum.at(maxcount, inv.reshape(-1), count[idx])
+    ukeys = np.append(ukeys, np.iinfo(np.int64).max)  # sentinel above every key: searchsorted stays in range
+
+    # clipped matches of each distinct (candidate, reference list) pair (cook_test)
+    ps, pg = index.pair_sentence, index.pair_group
+    n_pairs = len(ps)
+    idx, owner = expand(ptr, ps)
+    query = pg[owner] * n_ngrams + ngram[idx]
+    hit = np.searchsorted(ukeys, query)
+    found = ukeys[hit] == query
+    clipped = np.where(found, np.minimum(count[idx], maxcount[hit]), 0)
+    correct = np.bincount(owner * n + order[ngram[idx]], weights=clipped, minlength=n_pairs * n)
+    correct = correct.reshape(n_pairs, n).astype(np.int64)
+    testlen = n_tokens[ps]
+    guess = np.maximum(0, testlen[:, None] - np.arange(n, dtype=np.int64)[None, :])
+
+    # closest reference length, ties to the shorter one: min over refs of (|l - testlen|, l)
+    ridx, rowner = expand(gptr, pg)
+    rlen = n_tokens[grefs[ridx]]
+    width = int(rlen.max()) + 1
+    closeness = np.abs(rlen - testlen[rowner]) * width + rlen
+    starts = np.cumsum(gptr[pg + 1] - gptr[pg]) - (gptr[pg + 1] - gptr[pg])
+    reflen = np.minimum.reduceat(closeness, starts) % width
+
+    # per caption, the reference's operations in the reference's order
+    per_pair = np.empty((n, n_pairs), dtype=np.float64)
+    product = np.ones(n_pairs, dtype=np.float64)
+    for k in range(n):
+        product = product * ((correct[:, k].astype(np.float64) + TINY) / (guess[:, k].astype(np.float64) + SMALL))
+        per_pair[k] = _pow_distinct(product, 1. / (k + 1))
+    ratio = (testlen.astype(np.float64) + TINY) / (reflen.astype(np.float64) + SMALL)
+    short = np.flatnonzero(ratio < 1)
+    if len(short):
+        uniq, inv = np.unique(ratio[short], return_inverse=True)
+        penalty = np.array([math.exp(1 - 1 / r) for r in uniq.tolist()], dtype=np.float64)[inv.reshape(-1)]
+        per_pair[:, short] *= penalty[None, :]
+
+    # corpus: the same formula on the integer totals over all m candidates
+    weight = np.bincount(index.pair_of, minlength=n_pairs)
+    total_correct = (correct * weight[:, None]).sum(axis=0)
+    total_guess = (guess * weight[:, None]).sum(axis=0)
+    corpus = _corpus_bleu(total_correct.tolist(), total_guess.tolist(), int((testlen * weight).sum()),
+                          int((reflen * weight).sum()), n)
+    return BleuResult(per_pair[:, index.pair_of], corpus)
+
+
+def bleu(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int = 4) -> np.ndarray:
+    """Sentence BLEU-1..n of each candidate: ``bleu_scores(candidates, references, n).per_caption``,
+    float64 (n, m), row k = BLEU-(k+1), in [0, 1]. Raises as :func:`bleu_scores`."""
+    return bleu_scores(candidates, references, n).per_caption
