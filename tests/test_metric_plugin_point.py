@@ -180,9 +180,11 @@ LEGACY_GROUPS = {
 }
 #: (metric, run_params keyword arguments) -> (version, params_key) as stored by the release before
 #: metrics became objects, for a dataset whose reference system is called "references"; literal
-#: identities of existing runs, not outputs of the current code
+#: identities of existing runs, not outputs of the current code. BLEU's version is the one exception:
+#: since issue 18 BLEU-1..4 are our own implementation (``captioneval-bleu/1``, equal to pycocoevalcap
+#: bit for bit), stored apart from the runs pycocoevalcap computed (``pycocoevalcap-1.2``)
 LEGACY_IDENTITIES = [
-    ("bleu_4", {}, "pycocoevalcap-1.2", "4703dde164123b5880fb631a466345db6f15a49c506e2af69e0bd42764d116dc"),
+    ("bleu_4", {}, "captioneval-bleu/1", "4703dde164123b5880fb631a466345db6f15a49c506e2af69e0bd42764d116dc"),
     ("meteor", {}, "pycocoevalcap-1.2/meteor-1.5", "4703dde164123b5880fb631a466345db6f15a49c506e2af69e0bd42764d116dc"),
     ("cider_d", {}, "captioneval-cider-d/1", "68621f923fee7921cfb5c980fb0cdc05d2dc212c457a05d4557b6985e3af1db0"),
     ("self_cider", {"m": 5}, "captioneval-diversity/1",
@@ -198,8 +200,12 @@ LEGACY_IDENTITIES = [
 ]
 
 
-def test_registry_order_groups_and_stored_run_identities_are_unchanged(settings):
+def test_registry_order_groups_and_stored_run_identities_are_unchanged(settings, monkeypatch):
     settings.VIFIDEL_VECTORS = None  # the bundled GloVe 6B 50-d, whose identity the legacy key holds
+    # The tokenizer is part of a run's identity: since issue 18 the default is the pure-Python PTB
+    # tokenizer, so new runs are new; runs of the Java tokenizer (CAPTIONEVAL_TOKENIZER=java) keep theirs.
+    assert pipeline.TOKENIZER == "ptb/captioneval-ptb/1"
+    monkeypatch.setattr(pipeline, "TOKENIZER", "ptb/pycocoevalcap-1.2/stanford-corenlp-3.4.1")
     assert list(registry.BUILTIN_METRICS) == LEGACY_ORDER
     assert registry.GROUPS == LEGACY_GROUPS and registry.DEFAULT_METRICS == LEGACY_GROUPS["coco"]
     assert set(registry.UNAVAILABLE) == {"spice"}
@@ -215,9 +221,9 @@ def test_registry_order_groups_and_stored_run_identities_are_unchanged(settings)
 
 def test_signatures_name_every_parameter_that_changes_the_numbers():
     bleu4 = registry.METRICS["bleu_4"]
-    assert bleu4.signature() == {"name": "BLEU-4", "key": "bleu_4", "version": "pycocoevalcap-1.2", "level": "caption",
+    assert bleu4.signature() == {"name": "BLEU-4", "key": "bleu_4", "version": "captioneval-bleu/1", "level": "caption",
                                  "n": 4, "brevity_penalty": "closest", "smoothing": "pycocoevalcap"}
-    assert bleu4.signature_string() == "BLEU-4|v:pycocoevalcap-1.2|level:caption|n:4|brevity_penalty:closest|smoothing:pycocoevalcap"
+    assert bleu4.signature_string() == "BLEU-4|v:captioneval-bleu/1|level:caption|n:4|brevity_penalty:closest|smoothing:pycocoevalcap"
     assert registry.METRICS["cider_d"].signature()["sigma"] == 6.0
     assert registry.METRICS["mtld"].signature()["threshold"] == 0.72
     names = {k: m.name for k, m in registry.METRICS.items()}

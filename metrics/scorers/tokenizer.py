@@ -1,17 +1,50 @@
 """PTB tokenisation as in the COCO caption evaluation.
 
-Wraps :class:`pycocoevalcap.tokenizer.ptbtokenizer.PTBTokenizer` (Stanford PTBTokenizer 3.4.1 run
-with ``-preserveLines -lowerCase``, then punctuation tokens dropped), which is what published
-BLEU / METEOR / ROUGE-L / CIDEr-D numbers on COCO, Flickr8k and PASCAL-50S are computed on.
-Needs a Java runtime (``java`` on PATH); see README, "Java".
+Two implementations of the same tokeniser, which give identical output:
+
+``"java"``
+    :func:`ptb_tokenize_java` wraps :class:`pycocoevalcap.tokenizer.ptbtokenizer.PTBTokenizer`
+    (Stanford PTBTokenizer 3.4.1 run with ``-preserveLines -lowerCase``, then punctuation tokens
+    dropped), which is what published BLEU / METEOR / ROUGE-L / CIDEr-D numbers on COCO, Flickr8k and
+    PASCAL-50S are computed on. Needs a Java runtime (``java`` on PATH); see README, "Java".
+``"python"``
+    :func:`metrics.scorers.ptb.tokenize`, a pure-Python re-implementation checked equal to the Java
+    path on every bundled dataset and a hostile corpus (tests/test_ptb_tokenizer.py); no Java needed,
+    and much faster (benchmarks/tokenizer_equality.py).
+
+:func:`ptb_tokenize` uses :data:`DEFAULT_IMPLEMENTATION`, read at import from the environment variable
+``CAPTIONEVAL_TOKENIZER`` (``"java"`` or ``"python"``; default ``"python"``, equal to the Java path on every
+bundled caption and the hostile corpus, so that Java is needed only for METEOR). :data:`TOKENIZER_VERSION` is
+the version of the default implementation (stored with every tokenised caption, so switching
+implementations re-tokenises rather than mixing).
 """
 from __future__ import annotations
 
+import os
 import shutil
 from typing import Sequence
 
+from . import ptb
+
 TOKENIZER_NAME = "ptb"
-TOKENIZER_VERSION = "pycocoevalcap-1.2/stanford-corenlp-3.4.1"
+JAVA_VERSION = "pycocoevalcap-1.2/stanford-corenlp-3.4.1"
+IMPLEMENTATIONS = ("python", "java")
+_VERSIONS = {"java": JAVA_VERSION, "python": ptb.PTB_PYTHON_VERSION}
+_ENV = "CAPTIONEVAL_TOKENIZER"
+
+
+def _default_implementation() -> str:
+    value = os.environ.get(_ENV, "python")
+    if value not in IMPLEMENTATIONS:
+        raise ValueError(f"{_ENV}={value!r} is not a tokenizer implementation; allowed values: "
+                         f"{', '.join(repr(v) for v in IMPLEMENTATIONS)}")
+    return value
+
+
+#: Implementation used by :func:`ptb_tokenize` when none is given (env ``CAPTIONEVAL_TOKENIZER``).
+DEFAULT_IMPLEMENTATION: str = _default_implementation()
+#: Version string of :data:`DEFAULT_IMPLEMENTATION` (``JAVA_VERSION`` or ``ptb.PTB_PYTHON_VERSION``).
+TOKENIZER_VERSION: str = _VERSIONS[DEFAULT_IMPLEMENTATION]
 #: Characters that end a line for the Java tokeniser or for Python (``str.splitlines``): inside a
 #: caption they would split it over two output lines and shift every later caption by one.
 _LINE_BREAKS = str.maketrans({c: " " for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
@@ -27,13 +60,47 @@ def require_java() -> None:
     """Raise :class:`JavaMissingError` with install instructions when ``java`` is not on PATH."""
     if shutil.which("java") is None:
         raise JavaMissingError(
-            "Java is required for PTB tokenisation and METEOR 1.5 (pycocoevalcap). Install a JRE, "
+            "Java is required for METEOR 1.5 and the Java PTB tokeniser (pycocoevalcap). Install a JRE, "
             "e.g. `apt-get install default-jre-headless` on Debian/Ubuntu or `brew install openjdk`."
         )
 
 
-def ptb_tokenize(texts: Sequence[str]) -> list[str]:
-    """Tokenise captions exactly as the COCO caption evaluation does.
+def java_available() -> bool:
+    """Whether ``java`` is on PATH (needed by the ``"java"`` implementation and METEOR)."""
+    return shutil.which("java") is not None
+
+
+def ptb_tokenize(texts: Sequence[str], implementation: str | None = None) -> list[str]:
+    """Tokenise captions exactly as the COCO caption evaluation does (see :func:`ptb_tokenize_java`).
+
+    Parameters
+    ----------
+    texts : sequence of str, length n
+        Raw captions.
+    implementation : {"python", "java"} or None
+        None uses :data:`DEFAULT_IMPLEMENTATION`. Both give the same output.
+
+    Returns
+    -------
+    list of str, length n (see :func:`ptb_tokenize_java`).
+
+    Raises
+    ------
+    ValueError
+        for an unknown implementation.
+    JavaMissingError
+        with ``"java"`` when ``java`` is not on PATH.
+    """
+    impl = DEFAULT_IMPLEMENTATION if implementation is None else implementation
+    if impl == "python":
+        return ptb.tokenize(texts)
+    if impl == "java":
+        return ptb_tokenize_java(texts)
+    raise ValueError(f"unknown tokenizer implementation {impl!r}; allowed: {', '.join(repr(v) for v in IMPLEMENTATIONS)}")
+
+
+def ptb_tokenize_java(texts: Sequence[str]) -> list[str]:
+    """Tokenise captions exactly as the COCO caption evaluation does, with pycocoevalcap's Java tokeniser.
 
     Parameters
     ----------
