@@ -24,6 +24,7 @@ from crowd.models import Dataset, HumanJudgment
 
 from . import jobs, pipeline
 from .models import MetricRun, UploadJob
+from .scorers import registry
 from .uploads import DIRECTIONS, UploadError, metric_display_name, metric_key, upload_scores, uploaded_runs
 
 #: uploads larger than this are refused before they are read (bytes)
@@ -111,9 +112,19 @@ def compute(request, name):
     """Start metric runs chosen on the dataset page (POST ``metric`` = one or more offered metric
     keys) as background jobs; redirects to the dataset page (whose run table shows their progress)
     with a message saying what was started. 400 with the reason for an empty or unknown choice or
-    what :func:`metrics.pipeline.plan_runs` refuses; nothing is recorded then."""
+    what :func:`metrics.pipeline.plan_runs` refuses; nothing is recorded then. A chosen metric that
+    cannot run on this server now (METEOR without Java: :func:`metrics.scorers.registry.unavailable_now`)
+    is skipped with its reason as a warning and the others start; 400 with the reason if that leaves none."""
     dataset = _dataset_for_staff(request, name)
     keys = request.POST.getlist("metric")
+    skipped = registry.unavailable_now(keys)
+    if skipped:
+        keys = [k for k in keys if k not in skipped]
+        if not keys:
+            return render(request, "metrics/compute_refused.html",
+                          {"dataset": dataset, "reason": "; ".join(skipped.values())}, status=400)
+        for reason in skipped.values():
+            messages.warning(request, reason + ".")
     try:
         started, done, pending = jobs.start_from_web(dataset, keys)
     except (jobs.JobError, pipeline.PipelineError) as exc:

@@ -32,6 +32,7 @@ metric's ``score``. Django-free: everything works on plain lists of PTB-tokenise
 from __future__ import annotations
 
 import importlib
+import shutil
 from types import ModuleType
 from typing import Sequence
 
@@ -48,7 +49,8 @@ __all__ = [
     "Metric", "Batch", "METRICS", "BUILTIN_METRICS", "REGISTERED", "PLUGINS", "PLUGIN_PROBLEMS", "UNAVAILABLE",
     "GROUPS", "DEFAULT_METRICS", "LEXICAL_MEASURES", "CIDER_D_VERSION", "DIVERSITY_VERSION", "LEXICAL_VERSION",
     "VIFIDEL_VERSION", "UnknownMetricError", "MetricUnavailableError", "get_metric", "expand", "keys_at",
-    "is_plugin", "is_reversed", "register", "register_module", "unregister", "load_plugins", "score",
+    "is_plugin", "is_reversed", "unavailable_now", "JAVA_MISSING_REASON", "register", "register_module", "unregister",
+    "load_plugins", "score",
     "score_sets", "score_systems", "score_vifidel",
 ]
 
@@ -178,6 +180,35 @@ def expand(keys) -> list[str]:
     for key in keys:
         out.extend(GROUPS.get(key, (key,)))
     return list(dict.fromkeys(out))
+
+
+#: why a metric that needs a Java runtime (:data:`metrics.scorers.base.JVM`) is skipped; ``{name}`` is its name
+JAVA_MISSING_REASON = (
+    "{name} skipped: Java is not installed; install a JRE (apt-get install default-jre-headless / "
+    "brew install openjdk) to compute it"
+)
+
+
+def unavailable_now(keys: Sequence[str]) -> dict[str, str]:
+    """Metrics among ``keys`` that cannot run in this process right now, with the reason: ``{key: reason}``.
+
+    ``keys`` : metric keys or group names (:data:`GROUPS`, expanded); unknown keys are ignored (the
+    caller's own validation reports them). Today the only such condition is a metric whose
+    :attr:`~metrics.scorers.base.Metric.needs` include :data:`metrics.scorers.base.JVM` (METEOR 1.5)
+    while ``java`` is not on PATH (``shutil.which``): the reason is :data:`JAVA_MISSING_REASON`, e.g.
+    "METEOR skipped: Java is not installed; install a JRE (...) to compute it". Callers (the
+    ``compute_metrics`` command, the web compute form) skip these and run the others."""
+    java = None
+    out: dict[str, str] = {}
+    for key in expand(keys):
+        metric = METRICS.get(key)
+        if metric is None or base.JVM not in metric.needs:
+            continue
+        if java is None:
+            java = shutil.which("java") is not None
+        if not java:
+            out[key] = JAVA_MISSING_REASON.format(name=metric.name)
+    return out
 
 
 def keys_at(level: str) -> list[str]:

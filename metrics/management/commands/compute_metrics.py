@@ -4,6 +4,11 @@ Queues one metric run per metric on Celery and, with ``--wait`` (or when tasks r
 because no broker is configured), shows a progress bar until every run is done or failed. When the
 broker is unreachable the command says so within seconds and leaves the runs recorded as queued
 (``pending``); workers start them when they connect to the broker again.
+
+A metric that cannot run on this machine right now (METEOR without ``java`` on PATH:
+:func:`metrics.scorers.registry.unavailable_now`) is skipped with its reason on stderr and the
+others are computed (exit status 0); when every requested metric is skipped the command fails
+(exit status 1) with the reasons.
 """
 import time
 
@@ -13,7 +18,7 @@ from tqdm import tqdm
 
 from metrics import pipeline, tasks
 from metrics.models import MetricRun
-from metrics.scorers.registry import GROUPS, METRICS
+from metrics.scorers.registry import DEFAULT_METRICS, GROUPS, METRICS, expand, unavailable_now
 from metrics.signals import run_progress
 
 
@@ -47,6 +52,14 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
 
     def handle(self, *args, dataset, metrics, wait, force, timeout, cider_df, m, vectors, **options):
+        skipped = unavailable_now(metrics or DEFAULT_METRICS)
+        if skipped:
+            rest = [k for k in expand(metrics or DEFAULT_METRICS) if k not in skipped]
+            if not rest:
+                raise CommandError("; ".join(skipped.values()))
+            for reason in skipped.values():
+                self.stderr.write(reason)
+            metrics = rest
         try:
             runs = pipeline.plan_runs(dataset, metrics, force=force, cider_df=cider_df, m=m, vectors=vectors)
         except pipeline.PipelineError as exc:

@@ -1,13 +1,17 @@
-"""METEOR 1.5 per caption (Denkowski & Lavie 2014, WMT), from pycocoevalcap.
+"""METEOR 1.5 per caption (Denkowski & Lavie 2014, WMT), pycocoevalcap's jar and numbers.
 
 pycocoevalcap (https://github.com/tylin/coco-caption) runs the METEOR 1.5 jar with ``-l en -norm``
-(English, normalised punctuation and case); :func:`metrics.scorers.coco.meteor` keeps one JVM per
-process. Needs a Java runtime.
+(English, normalised punctuation and case). :func:`metrics.scorers.meteor.meteor` runs the same jar
+with the same command through this process's pool of persistent JVMs (pipelined requests, a batch
+split over the JVMs); its scores equal :func:`metrics.scorers.coco.meteor` exactly, so the version
+is unchanged. Needs a Java runtime (:func:`metrics.scorers.registry.unavailable_now` lets callers
+skip it with a clear reason when ``java`` is missing).
 """
 from __future__ import annotations
 
 from .. import base
-from ..coco import PYCOCOEVALCAP_VERSION, meteor
+from ..coco import PYCOCOEVALCAP_VERSION
+from ..meteor import meteor
 
 ORDER = 20
 
