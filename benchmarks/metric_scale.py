@@ -16,11 +16,16 @@ Per metric the units scored are: CIDEr-D and VIFIDEL one per candidate caption (
 per caption set, candidate sets of 10 and the reference sets of 5 (N/10 + N/10 sets, 1.5 N captions).
 
 For every size, metric and worker count: W real ``celery -A evalsite worker --concurrency 1``
-processes on a private queue (``CELERY_QUEUE``) are started and warmed up (an unmeasured run of each
-metric on a dataset of 4 chunks per worker, which loads GloVe in each worker process); then the
-metric's previous run is deleted, a fresh run is planned and dispatched (``pipeline.plan_runs`` +
-``tasks.start``, what ``compute_metrics`` does), and the time from dispatch to the moment the last
-score is stored (the run's ``finished_at``) is measured. Each row is the median of ``--repeat``
+processes on a private queue (``CELERY_QUEUE``, with ``METRICS_WORKERS=W``) are started and warmed up
+(an unmeasured run of each metric on a dataset of 4 chunks per worker, which loads GloVe in each
+worker process); then the metric's previous run is deleted, a fresh run is planned and dispatched
+(``pipeline.plan_runs`` + ``tasks.start``, what ``compute_metrics`` does), and the time from dispatch
+to the moment the last score is stored (the run's ``finished_at``) is measured. This is the whole
+pipeline as it runs (issue 18): ``start_run`` builds the run's document-frequency table once and
+stores it, cuts the run into ``pipeline.chunk_size(units, W)`` chunks (at most ``--chunk-size``, about
+4 per worker for small runs: the "chunk" column), and each worker process reads the dataset's tokens
+and references and the stored table once (its first chunk of the measured dataset pays for that),
+inserts each chunk's scores with one multi-row INSERT and adds them to the run's progress counter. Each row is the median of ``--repeat``
 measurements (default 3, once when the first takes longer than ``--once-above`` s). Scores are
 checked afterwards: one per unit, equal to the in-process reference (exit status 1 otherwise).
 
@@ -587,6 +592,9 @@ def measure_with_workers(report, todo, n_workers, size, dataset, warm, inputs, r
 
     log(f"  starting {n_workers} worker(s) ...")
     todo = list(todo)
+    from metrics import pipeline
+
+    env = dict(env, METRICS_WORKERS=str(n_workers))  # start_run sizes the chunks for this many workers
     with Workers(n_workers, env, logdir) as workers:
         report["worker_pids"].extend(workers.pids)
         log(f"  workers ready: pids {' '.join(map(str, workers.pids))}")
@@ -615,6 +623,7 @@ def measure_with_workers(report, todo, n_workers, size, dataset, warm, inputs, r
                 row.update(status="ok", run_id=m.run_id, seconds_each=[d.seconds for d in done],
                            compute_seconds=float(np.median([d.compute_seconds for d in done])),
                            chunks=sum(m.chunks_per_worker), chunks_per_worker=m.chunks_per_worker,
+                           chunk_size=pipeline.chunk_size(m.units, workers=n_workers, eager=False),
                            loadavg_1min=load, max_abs_diff_vs_in_process=diff,
                            ratio_vs_in_process=seconds / reference[metric][0])
                 report["rows"].append(row)
@@ -651,7 +660,7 @@ def add_speedups(rows: list[dict]) -> None:
 def table(report: dict) -> str:
     """The report as a fixed-width text table (in-process rows have workers = 0)."""
     head = (f"{'size':>7} {'metric':<10} {'workers':>10} {'units':>7} {'captions':>8} {'seconds':>8} "
-            f"{'captions/s':>10} {'sets/s':>8} {'vs 1w':>6} {'x in-proc':>9} {'chunks/worker':>13}")
+            f"{'captions/s':>10} {'sets/s':>8} {'vs 1w':>6} {'x in-proc':>9} {'chunk':>5} {'chunks/worker':>13}")
     lines = [head, "-" * len(head)]
     rows = sorted(report["in_process"] + report["rows"], key=lambda r: (r["size"], METRICS.index(r["metric"]), r["workers"]))
 
@@ -665,6 +674,7 @@ def table(report: dict) -> str:
             f"{r['size']:>7,} {r['metric']:<10} {who:>10} {r['units']:>7,} {r['captions']:>8,} {seconds:>8} "
             f"{num(r.get('captions_per_second'), ',.0f'):>10} {num(r.get('sets_per_second'), ',.0f'):>8} "
             f"{num(r.get('speedup_vs_1_worker'), '.2f'):>6} {num(r.get('ratio_vs_in_process'), '.1f'):>9} "
+            f"{num(r.get('chunk_size'), 'd'):>5} "
             f"{' '.join(map(str, r.get('chunks_per_worker', []))) or '-':>13}"
         )
     for t in report["tokenisation"]:
@@ -684,7 +694,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="smoke run: size 1000 only (unless --sizes is given)")
     ap.add_argument("--metrics", nargs="+", choices=METRICS, default=list(METRICS))
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], metavar="W", help="worker counts (default 1 2)")
-    ap.add_argument("--chunk-size", type=int, default=1000, help="METRICS_CHUNK_SIZE of the workers (default 1000)")
+    ap.add_argument("--chunk-size", type=int, default=1000,
+                    help="METRICS_CHUNK_SIZE of the workers, the largest chunk (default 1000)")
     ap.add_argument("--budget", type=float, default=1200.0,
                     help="skip a measurement predicted to take longer than this many seconds (default 1200)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="stop a measurement after this many seconds")
@@ -745,7 +756,7 @@ def main(argv=None) -> int:
     print(f"\nmachine: {report['machine']['cpus']} CPUs, load average (1 min) {report['machine']['loadavg_start'][0]:.2f} at "
           f"the start, {report['machine']['loadavg_end'][0]:.2f} at the end; seconds = dispatch to last stored score, "
           f"median of {args.repeat}; 'vs 1w' = seconds with 1 worker / seconds; 'x in-proc' = seconds / in-process "
-          "seconds; chunks/worker from the workers' logs")
+          "seconds; chunk = units per chunk (pipeline.chunk_size); chunks/worker from the workers' logs")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
         print(f"report written to {args.json}")

@@ -71,6 +71,11 @@ class MetricRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     compute_seconds = models.FloatField(default=0.0, help_text="time spent scoring, summed over chunks")
+    document_frequency = models.ForeignKey(
+        "DocumentFrequencyTable", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="the CIDEr-D document-frequency table every chunk of the run uses (metrics needing one): the "
+        "supplied table, or the one start_run built from the dataset; None until the run is started",
+    )
 
     class Meta:
         constraints = [
@@ -97,7 +102,9 @@ class MetricRun(models.Model):
         """Recount the stored scores; mark the run done when all are there. Returns the fresh row.
 
         The count comes from the score table itself, so a run can never be marked done with
-        missing scores, whatever order chunks finish in or however often they are retried.
+        missing scores, whatever order chunks finish in or however often they are retried. Chunks
+        keep ``completed`` as a counter (:func:`metrics.pipeline.store_progress`) and call this once,
+        when the counter reaches ``total``, to verify it.
         """
         n = self.scores.count() + self.set_scores.count() + self.system_scores.count()
         MetricRun.objects.filter(pk=self.pk).update(completed=n)
@@ -170,10 +177,13 @@ class SystemScore(models.Model):
 
 
 class DocumentFrequencyTable(models.Model):
-    """A supplied CIDEr-D document-frequency table (e.g. from COCO train2014 references).
+    """A CIDEr-D document-frequency table: supplied (e.g. from COCO train2014 references), or built once
+    per run from the dataset by ``metrics.tasks.start_run`` (``name`` ``dataset:<name>``) so that every
+    worker uses the same table instead of building its own (:attr:`MetricRun.document_frequency`).
 
     ``counts`` maps space-joined n-grams to the number of documents containing them; identified by
-    the SHA-256 of its canonical JSON, which is what a run's parameters name.
+    the SHA-256 of its canonical JSON (sorted keys, no spaces), which is what a run's parameters name
+    for a supplied table.
     """
 
     sha256 = models.CharField(max_length=64, unique=True)

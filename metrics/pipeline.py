@@ -13,20 +13,35 @@ document-frequency table, object labels, raw texts, word vectors, reference corp
 corpus at once), fills a :class:`metrics.scorers.base.Batch` with exactly that and calls the
 metric's ``score``. Every write is idempotent: scores are unique per (run, unit) and inserted with
 conflicts ignored, tokenisations likewise, so a retried or duplicated chunk never duplicates a score.
+
+What a chunk costs besides its scorer (issue 18: the pipeline at the scorer's speed):
+
+* the dataset's tokens, images and references are read once per worker process and kept
+  (:func:`dataset_tokens`); a chunk looks its units up;
+* a run's CIDEr-D document-frequency table is built once, by ``start_run`` before the chunks are
+  dispatched, stored with the run (:attr:`MetricRun.document_frequency`) and loaded once per process
+  (:func:`prepare_document_frequency`, :func:`run_document_frequency`);
+* the scores go in with one multi-row ``INSERT ... ON CONFLICT DO NOTHING`` on PostgreSQL (the ORM's
+  ``bulk_create`` elsewhere), and the number of rows it inserted is added to the run's ``completed``
+  counter in the same transaction (:func:`store_progress`): progress is never recounted per chunk,
+  only once, when the counter reaches the total, to verify it (:func:`report_progress`);
+* chunk sizes follow the run's size and the number of workers (:func:`chunk_size`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import math
+import os
 import time
-from collections import defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from crowd.models import Caption, Dataset, ObjectLabel, System
@@ -220,7 +235,9 @@ def plan_runs(
             if run.total != total or force:
                 run.total = total
                 run.status = MetricRun.PENDING
-                run.save(update_fields=["total", "status"])
+                if not isinstance(params.get("document_frequency"), dict):
+                    run.document_frequency = None  # built again from the dataset by start_run
+                run.save(update_fields=["total", "status", "document_frequency"])
             runs.append(run)
     return [r.refresh_progress() if r.status != MetricRun.DONE else r for r in runs]
 
@@ -276,6 +293,51 @@ def missing_caption_ids(run: MetricRun) -> list[int]:
     return missing_units(run)
 
 
+#: chunks per worker process ``chunk_size`` aims at: enough for the workers to share a run evenly (a
+#: worker that is slowed down takes fewer chunks) and a short tail, few enough that the per-chunk cost
+#: (a task message, one INSERT, one UPDATE) stays negligible.
+CHUNKS_PER_WORKER = 4
+#: smallest chunk ``chunk_size`` makes (unless METRICS_CHUNK_SIZE is smaller): below this, the per-chunk
+#: cost outweighs what a further split gains.
+MIN_CHUNK_SIZE = 100
+
+
+def metric_workers() -> int:
+    """Worker processes that score metric chunks: ``settings.METRICS_WORKERS`` (environment
+    ``METRICS_WORKERS``) when set to a positive integer, else this machine's CPU count (Celery's
+    default concurrency, right for one worker on the host that runs ``start_run``). Cheap and never
+    asks the broker, so it works when the broker is absent. ValueError for a value that is not a
+    positive integer."""
+    value = getattr(settings, "METRICS_WORKERS", None) or os.environ.get("METRICS_WORKERS") or None
+    if value is None:
+        return os.cpu_count() or 1
+    try:
+        workers = int(value)
+    except (TypeError, ValueError):
+        workers = 0
+    if workers < 1:
+        raise ValueError(f"METRICS_WORKERS must be a positive integer, got {value!r}")
+    return workers
+
+
+def chunk_size(units: int, workers: int | None = None, eager: bool | None = None) -> int:
+    """Units per ``score_chunk`` task for a run with ``units`` units to score.
+
+    With workers: ``clamp(ceil(units / (workers * CHUNKS_PER_WORKER)), MIN_CHUNK_SIZE,
+    METRICS_CHUNK_SIZE)``, so a small run still gives every worker process (``workers``, default
+    :func:`metric_workers`) about ``CHUNKS_PER_WORKER`` chunks and a large one is cut into chunks of
+    ``METRICS_CHUNK_SIZE`` (the lower bound is ``min(MIN_CHUNK_SIZE, METRICS_CHUNK_SIZE)``). In-process
+    (``eager``, default ``settings.CELERY_TASK_ALWAYS_EAGER``: no broker) the chunks run one after the
+    other in this process, so the fewest chunks are fastest: ``METRICS_CHUNK_SIZE`` (which also bounds
+    the memory a chunk's scorer uses and sets how often the progress bar moves)."""
+    upper = max(1, int(settings.METRICS_CHUNK_SIZE))
+    eager = settings.CELERY_TASK_ALWAYS_EAGER if eager is None else eager
+    if eager:
+        return upper
+    workers = metric_workers() if workers is None else max(1, workers)
+    return max(min(MIN_CHUNK_SIZE, upper), min(upper, math.ceil(units / (workers * CHUNKS_PER_WORKER))))
+
+
 def chunks(ids: Sequence, size: int | None = None) -> Iterable[list]:
     """Split units into lists of ``size`` (default settings.METRICS_CHUNK_SIZE)."""
     size = size or settings.METRICS_CHUNK_SIZE
@@ -302,32 +364,195 @@ def _references_by_image(dataset: Dataset, image_ids: Iterable[int] | None = Non
     return refs
 
 
-_df_cache: dict[tuple, object] = {}
+# --- per-process cache of a dataset's tokens ---------------------------------------------------------------
+@dataclass
+class DatasetTokens:
+    """What caption-level chunks of a dataset read, loaded once per worker process (:func:`dataset_tokens`).
+
+    ``tokens``: caption id -> tokenised caption (every caption of the dataset); ``image_of``: caption id
+    -> image id; ``references``: image id -> the tokenised reference captions in caption-key order
+    (images with references only)."""
+
+    key: tuple
+    tokens: dict[int, str]
+    image_of: dict[int, int]
+    references: dict[int, list[str]]
+
+
+#: datasets whose tokens this process keeps (least recently used dropped first)
+TOKEN_CACHE_DATASETS = 2
+_token_cache: OrderedDict[tuple, DatasetTokens] = OrderedDict()
+
+
+def _load_dataset_tokens(dataset: Dataset, key: tuple) -> DatasetTokens:
+    rows = list(
+        Caption.objects.filter(image__dataset=dataset).order_by("image_id", "key")
+        .values_list("id", "image_id", "system_id")
+    )
+    tokens = _tokens({"caption__image__dataset": dataset})
+    if len(tokens) < len(rows):
+        tokenize_dataset(dataset)
+        tokens = _tokens({"caption__image__dataset": dataset})
+    ref = dataset.reference_system_id
+    references: dict[int, list[str]] = {}
+    for cid, image_id, system_id in rows:
+        if system_id == ref:
+            references.setdefault(image_id, []).append(tokens[cid])
+    return DatasetTokens(key, tokens, {r[0]: r[1] for r in rows}, references)
+
+
+def dataset_tokens(dataset: Dataset, caption_ids: Iterable[int] = ()) -> DatasetTokens:
+    """The tokens, images and references of ``dataset`` (:class:`DatasetTokens`), read from the database
+    once per process (tokenising what is not yet tokenised) and kept for the next chunks.
+
+    The cache is keyed by (dataset id, tokenizer, the dataset's import fingerprint) and holds at most
+    ``TOKEN_CACHE_DATASETS`` datasets. Imported datasets do not change under a name (a re-import of
+    other files is refused); captions added later (a description campaign's new system) are new
+    caption ids, so a ``caption_ids`` missing from the cache reloads it. Raises PipelineError when a
+    caption id is not one of the dataset's."""
+    key = (dataset.pk, TOKENIZER, dataset.fingerprint)
+    entry = _token_cache.get(key)
+    wanted = caption_ids if isinstance(caption_ids, (list, tuple, set)) else list(caption_ids)
+    if entry is None or any(c not in entry.tokens for c in wanted):
+        entry = _load_dataset_tokens(dataset, key)
+        _token_cache[key] = entry
+        while len(_token_cache) > TOKEN_CACHE_DATASETS:
+            _token_cache.popitem(last=False)
+        missing = [c for c in wanted if c not in entry.tokens]
+        if missing:
+            raise PipelineError(f"caption(s) {missing[:5]} are not captions of dataset {dataset.name!r}")
+    _token_cache.move_to_end(key)
+    return entry
+
+
+def clear_caches() -> None:
+    """Forget this process's cached dataset tokens, document-frequency tables and whole-corpus scores."""
+    _token_cache.clear()
+    _df_cache.clear()
+    _whole_corpus_cache.clear()
+
+
+# --- document frequencies: built once per run, stored with it -------------------------------------------------
+#: document-frequency tables this process keeps, by DocumentFrequencyTable id (at most DF_CACHE_TABLES)
+DF_CACHE_TABLES = 2
+_df_cache: OrderedDict[int, object] = OrderedDict()
+
+
+def _remember_df(table_id: int, df) -> None:
+    _df_cache[table_id] = df
+    _df_cache.move_to_end(table_id)
+    while len(_df_cache) > DF_CACHE_TABLES:
+        _df_cache.popitem(last=False)
+
+
+def build_document_frequency(run: MetricRun):
+    """The run's default (``"dataset"``) CIDEr-D document frequencies, computed from the database.
+
+    Caption level (CIDEr-D): dataset-wide, one document per candidate (its image's references), as
+    pycocoevalcap counts them when the whole dataset is scored at once. Set level (Self-CIDEr, set
+    accuracy): one document per image with references (its reference set), the dataset-level analogue
+    of the official code's COCO-train df table (:func:`_document_frequency_for_sets`). Returns a
+    :class:`metrics.scorers.cider.DocumentFrequency`; ValueError (from it) when a candidate's image
+    has no reference."""
+    from .scorers.cider import DocumentFrequency
+
+    if registry.METRICS[run.metric].level == "set":
+        return _document_frequency_for_sets(run.dataset)
+    data = dataset_tokens(run.dataset)
+    per_image = Counter(run.dataset.candidates().values_list("image_id", flat=True))
+    # The candidates of one image are documents with the same reference set: an n-gram's df is the
+    # sum over images of (candidates of the image) x (1 if the image's references contain it). So
+    # count once per image, in groups of images with the same number of candidates, and weight.
+    groups: dict[int, list[int]] = defaultdict(list)
+    for image_id, n in sorted(per_image.items()):
+        groups[n].append(image_id)
+    counts: dict[tuple[str, ...], float] = defaultdict(float)
+    for n, images in sorted(groups.items()):
+        part = DocumentFrequency.from_references([data.references.get(i, []) for i in images])
+        for gram, count in part.counts.items():
+            counts[gram] += n * count
+    return DocumentFrequency(counts=dict(counts), n_documents=sum(per_image.values()))
+
+
+def _canonical_sha256(data: dict) -> str:
+    """SHA-256 of ``data`` as canonical JSON (sorted keys, no spaces): how document-frequency tables are keyed."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _store_document_frequency(name: str, df) -> int:
+    """Store ``df`` as a :class:`DocumentFrequencyTable` (unless one with the same SHA-256 of its canonical
+    JSON exists); returns the table's id. The counts are serialised once, for the hash and the row."""
+    n_documents = int(df.n_documents)
+    counts = json.dumps({" ".join(g): float(c) for g, c in df.counts.items()}, sort_keys=True, separators=(",", ":"))
+    canonical = '{"counts":' + counts + ',"n_documents":' + json.dumps(n_documents) + "}"
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    found = DocumentFrequencyTable.objects.filter(sha256=digest).values_list("pk", flat=True).first()
+    if found is not None:
+        return found
+    cast = "::jsonb" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cur:
+        cur.execute(f"INSERT INTO {DocumentFrequencyTable._meta.db_table} "
+                    f"(sha256, name, n_documents, counts, created_at) "
+                    f"VALUES (%s, %s, %s, %s{cast}, %s) ON CONFLICT (sha256) DO NOTHING",
+                    [digest, name[:255], n_documents, counts, timezone.now()])
+    return DocumentFrequencyTable.objects.filter(sha256=digest).values_list("pk", flat=True).get()
+
+
+def prepare_document_frequency(run: MetricRun) -> int | None:
+    """Give a run whose metric needs document frequencies its table (:attr:`MetricRun.document_frequency`),
+    once, before its chunks are dispatched (``metrics.tasks.start_run``); returns the table's id (None
+    for a metric that needs none).
+
+    A supplied table (``params["document_frequency"] = {"table": sha256}``) is the stored
+    :class:`DocumentFrequencyTable`; the default ``"dataset"`` table is built here
+    (:func:`build_document_frequency`) and stored as a ``DocumentFrequencyTable`` named
+    ``dataset:<dataset name>``, keyed like a supplied one by the SHA-256 of its canonical JSON (so the
+    same counts are stored once). Every chunk, in every worker, then loads this one table
+    (:func:`run_document_frequency`) instead of building its own. A run that already has a table keeps
+    it (a resumed run is scored with the table its first chunks used); ``plan_runs`` clears it when the
+    run is computed again (``force``, or the dataset's units changed). Concurrent calls are safe: the
+    first stored table wins."""
+    from .scorers.cider import DocumentFrequency
+
+    if base.DOCUMENT_FREQUENCY not in registry.METRICS[run.metric].needs:
+        return None
+    if run.document_frequency_id is not None:
+        return run.document_frequency_id
+    source = run.params.get("document_frequency", "dataset")
+    df = None
+    if isinstance(source, dict):
+        table_id = DocumentFrequencyTable.objects.filter(sha256=source["table"]).values_list("pk", flat=True).get()
+    else:
+        df = build_document_frequency(run)
+        table_id = _store_document_frequency(f"dataset:{run.dataset.name}", df)
+    MetricRun.objects.filter(pk=run.pk, document_frequency__isnull=True).update(document_frequency=table_id)
+    run.document_frequency_id = MetricRun.objects.filter(pk=run.pk).values_list("document_frequency", flat=True).get()
+    if df is not None and run.document_frequency_id == table_id:
+        _remember_df(table_id, df)
+    return run.document_frequency_id
+
+
+def run_document_frequency(run: MetricRun):
+    """The :class:`metrics.scorers.cider.DocumentFrequency` the run's chunks use: its stored table
+    (:attr:`MetricRun.document_frequency`), loaded once per process and kept (at most
+    ``DF_CACHE_TABLES`` tables). A run without one yet (started before tables were stored with runs,
+    or scored without ``start_run``) gets it here (:func:`prepare_document_frequency`)."""
+    from .scorers.cider import DocumentFrequency
+
+    if run.document_frequency_id is None:
+        prepare_document_frequency(run)
+    table_id = run.document_frequency_id
+    if table_id not in _df_cache:
+        n_documents, counts = DocumentFrequencyTable.objects.filter(pk=table_id).values_list(
+            "n_documents", "counts").get()
+        _remember_df(table_id, DocumentFrequency.from_json({"n_documents": n_documents, "counts": counts}))
+    _df_cache.move_to_end(table_id)
+    return _df_cache[table_id]
 
 
 def _document_frequency(run: MetricRun):
-    """The run's CIDEr-D document frequencies, cached per worker process.
-
-    With a supplied table: that table, from the database. Default for CIDEr-D: dataset-wide, one
-    document per candidate, as pycocoevalcap counts them when the whole dataset is scored at once.
-    Default for Self-CIDEr and set accuracy: one document per image with references (its reference
-    set), the dataset-level analogue of the official code's COCO-train df table."""
-    from .scorers.cider import DocumentFrequency
-
-    source = run.params.get("document_frequency", "dataset")
-    key = (run.pk, run.total, json.dumps(source, sort_keys=True))
-    if key not in _df_cache:
-        _df_cache.clear()
-        if isinstance(source, dict):
-            table = DocumentFrequencyTable.objects.get(sha256=source["table"])
-            _df_cache[key] = DocumentFrequency.from_json({"n_documents": table.n_documents, "counts": table.counts})
-        elif registry.METRICS[run.metric].level == "set":
-            _df_cache[key] = _document_frequency_for_sets(run.dataset)
-        else:
-            image_ids = run.dataset.candidates().order_by("id").values_list("image_id", flat=True)
-            refs_by_image = _references_by_image(run.dataset)
-            _df_cache[key] = DocumentFrequency.from_references([refs_by_image[i] for i in image_ids])
-    return _df_cache[key]
+    """Alias of :func:`run_document_frequency` (earlier name)."""
+    return run_document_frequency(run)
 
 
 def _document_frequency_for_sets(dataset: Dataset):
@@ -346,9 +571,100 @@ def _document_frequency_for_sets(dataset: Dataset):
     return DocumentFrequency.from_references(list(docs.values()))
 
 
+# --- storing scores and progress ---------------------------------------------------------------------------------
+def _insert(model, columns: Sequence[str], casts: Sequence[str], run: MetricRun, arrays: Sequence[list],
+            objects) -> int:
+    """Insert one row per element of the ``arrays`` (one list per column of ``columns``) for ``run``,
+    ignoring rows whose (run, unit) already exists; returns the number of rows actually inserted.
+
+    PostgreSQL: one ``INSERT ... SELECT %s, * FROM unnest(%s::type[], ...) ON CONFLICT DO NOTHING``
+    (psycopg 3 sends each column as one array; NaN is a float8 value) and its rowcount. SQLite (the
+    quick start): one ``executemany`` of ``INSERT OR IGNORE`` (NaN written as NULL, which
+    :class:`metrics.models.NaNFloatField` reads back as NaN), the rows inserted counted by SQLite's
+    ``total_changes()`` (exact: SQLite has one writer at a time, and the caller's transaction holds
+    the write lock). Other databases: ``bulk_create(objects(), ignore_conflicts=True)`` and a count
+    before and after."""
+    if not arrays[0]:
+        return 0
+    if connection.vendor == "postgresql":
+        names = ", ".join(["run_id", *columns])
+        selected = ", ".join(f"u.c{i}" + (f"::{cast}" if cast == "jsonb" else "") for i, cast in enumerate(casts))
+        unnest = ", ".join(f"%s::{'text' if cast == 'jsonb' else cast}[]" for cast in casts)
+        aliases = ", ".join(f"c{i}" for i in range(len(casts)))
+        sql = (f"INSERT INTO {model._meta.db_table} ({names}) SELECT %s, {selected} FROM unnest({unnest}) "
+               f"AS u({aliases}) ON CONFLICT DO NOTHING")
+        with connection.cursor() as cur:
+            cur.execute(sql, [run.pk, *arrays])
+            return cur.rowcount
+    if connection.vendor == "sqlite":
+        # executemany of one INSERT OR IGNORE: the rows as bulk_create(ignore_conflicts=True) writes them
+        # (NaN as NULL, read back as NaN by NaNFloatField; JSON as text), without building model objects
+        rows = zip([run.pk] * len(arrays[0]), *[
+            [None if isinstance(v, float) and v != v else v for v in column] if cast == "float8" else column
+            for column, cast in zip(arrays, casts)])
+        sql = (f"INSERT OR IGNORE INTO {model._meta.db_table} (run_id, {', '.join(columns)}) "
+               f"VALUES ({', '.join(['%s'] * (len(columns) + 1))})")
+        with connection.cursor() as cur:
+            cur.execute("SELECT total_changes()")
+            before = cur.fetchone()[0]
+            cur.executemany(sql, list(rows))
+            cur.execute("SELECT total_changes()")
+            return cur.fetchone()[0] - before
+    before = model.objects.filter(run=run).count()
+    model.objects.bulk_create(objects(), ignore_conflicts=True, batch_size=5000)
+    return model.objects.filter(run=run).count() - before
+
+
+def insert_caption_scores(run: MetricRun, caption_ids: Sequence[int], values, raw=None) -> int:
+    """Store ``MetricScore`` rows (conflicts ignored); returns how many were new. ``values``: floats
+    (NaN kept: "undefined for this caption"); ``raw``: floats or None per caption (VIFIDEL's distance)."""
+    ids = [int(c) for c in caption_ids]
+    vals = [float(v) for v in values]
+    raws = [None if r is None else float(r) for r in (raw if raw is not None else [None] * len(ids))]
+    return _insert(MetricScore, ("caption_id", "value", "raw"), ("bigint", "float8", "float8"), run, [ids, vals, raws],
+                   lambda: [MetricScore(run=run, caption_id=c, value=v, raw=r) for c, v, r in zip(ids, vals, raws)])
+
+
+def insert_set_scores(run: MetricRun, units: Sequence[tuple[int, int]], values, n_captions: Sequence[int]) -> int:
+    """Store ``SetScore`` rows for ``units`` = (image id, system id) (conflicts ignored); returns how many were new."""
+    images, systems = [int(u[0]) for u in units], [int(u[1]) for u in units]
+    vals, ns = [float(v) for v in values], [int(n) for n in n_captions]
+    return _insert(SetScore, ("image_id", "system_id", "value", "n_captions"), ("bigint", "bigint", "float8", "int"),
+                   run, [images, systems, vals, ns],
+                   lambda: [SetScore(run=run, image_id=i, system_id=s, value=v, n_captions=n)
+                            for i, s, v, n in zip(images, systems, vals, ns)])
+
+
+def insert_system_scores(run: MetricRun, system_ids: Sequence[int], values, details: Sequence[dict]) -> int:
+    """Store ``SystemScore`` rows with their details (conflicts ignored); returns how many were new."""
+    ids, vals, details = [int(s) for s in system_ids], [float(v) for v in values], list(details)
+    return _insert(SystemScore, ("system_id", "value", "details"), ("bigint", "float8", "jsonb"), run,
+                   [ids, vals, [json.dumps(d) for d in details]],
+                   lambda: [SystemScore(run=run, system_id=s, value=v, details=d) for s, v, d in zip(ids, vals, details)])
+
+
+def store_progress(run: MetricRun, inserted: int, seconds: float) -> MetricRun:
+    """Add ``inserted`` (rows a chunk actually inserted) to the run's ``completed`` counter and
+    ``seconds`` to its ``compute_seconds``, in one ``UPDATE ... RETURNING`` meant to run in the
+    transaction of the insert (so the counter never disagrees with the rows, whatever is retried or
+    delivered twice: a duplicate inserts 0 rows and adds 0). Sets ``completed``, ``total`` and
+    ``status`` on ``run`` from the row and returns it. No recount: :func:`report_progress` verifies
+    with a real count once the counter reaches ``total``."""
+    table = MetricRun._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(f"UPDATE {table} SET completed = completed + %s, compute_seconds = compute_seconds + %s "
+                    "WHERE id = %s RETURNING completed, total, status", [int(inserted), float(seconds), run.pk])
+        row = cur.fetchone()
+    if row is not None:
+        run.completed, run.total, run.status = row
+    return run
+
+
 def score_units(run: MetricRun, units: Sequence) -> int:
     """Score ``units`` (of the run's level) and store the scores; returns how many were new.
-    Already-scored units are skipped, so calling this twice for the same chunk is harmless."""
+    Already-scored units are skipped, so calling this twice for the same chunk is harmless. The
+    run's ``completed`` counter grows by the number of new rows, in the insert's transaction, and
+    ``run`` carries the fresh counter afterwards (:func:`store_progress`)."""
     level = registry.METRICS[run.metric].level
     if level == "set":
         return score_sets(run, units)
@@ -358,6 +674,7 @@ def score_units(run: MetricRun, units: Sequence) -> int:
 
 
 def _ensure_tokens(dataset: Dataset, caption_ids: Sequence[int]) -> dict[int, str]:
+    """Tokens of ``caption_ids`` (tokenising the dataset if some are missing), from the database."""
     tokens = _tokens({"caption_id__in": caption_ids})
     if len(tokens) != len(set(caption_ids)):
         tokenize_dataset(dataset)
@@ -365,12 +682,21 @@ def _ensure_tokens(dataset: Dataset, caption_ids: Sequence[int]) -> dict[int, st
     return tokens
 
 
+def _store(run: MetricRun, t0: float, insert) -> int:
+    """Run ``insert()`` and count its rows into the run's progress in one transaction; returns the rows."""
+    with transaction.atomic():
+        created = insert()
+        store_progress(run, created, time.perf_counter() - t0)
+    return created
+
+
 def score_sets(run: MetricRun, units: Sequence) -> int:
     """Score caption sets ``[image id, system id]`` with a set-level metric (see :func:`score_units`).
 
     The batch has the sets (each set's captions in key order), ``m`` from the run's parameters, the
     reference-set flags and, as the metric needs, each set's image references and the run's
-    document-frequency table."""
+    document-frequency table. The chunk's captions are read afresh (not from :func:`dataset_tokens`):
+    a caption set can still grow while a description campaign runs."""
     done = set(SetScore.objects.filter(run=run, image_id__in={u[0] for u in units}).values_list("image_id", "system_id"))
     todo = [tuple(u) for u in units if tuple(u) not in done]
     if not todo:
@@ -394,17 +720,10 @@ def score_sets(run: MetricRun, units: Sequence) -> int:
         refs_by_image = _references_by_image(dataset, images)
         batch.references = [refs_by_image.get(u[0], []) for u in todo]
     if base.DOCUMENT_FREQUENCY in metric.needs:
-        batch.document_frequency = _document_frequency(run)
+        batch.document_frequency = run_document_frequency(run)
     values = metric.score(batch).values
-    created = SetScore.objects.bulk_create(
-        [
-            SetScore(run=run, image_id=u[0], system_id=u[1], value=float(v), n_captions=min(len(members[u]), m or 10**9))
-            for u, v in zip(todo, values)
-        ],
-        ignore_conflicts=True, batch_size=5000,
-    )
-    run.add_compute_time(time.perf_counter() - t0)
-    return len(created)
+    return _store(run, t0, lambda: insert_set_scores(
+        run, todo, values, [min(len(members[u]), m or 10**9) for u in todo]))
 
 
 def score_systems(run: MetricRun, system_ids: Sequence[int]) -> int:
@@ -444,40 +763,45 @@ def score_systems(run: MetricRun, system_ids: Sequence[int]) -> int:
         batch.reference_corpora = [by_rank[k] for k in sorted(by_rank)]
     result = metric.score(batch)
     details = result.details if result.details is not None else [{}] * len(todo)
-    created = SystemScore.objects.bulk_create(
-        [SystemScore(run=run, system_id=s, value=float(v), details=d) for s, v, d in zip(todo, result.values, details)],
-        ignore_conflicts=True,
-    )
-    run.add_compute_time(time.perf_counter() - t0)
-    return len(created)
+    return _store(run, t0, lambda: insert_system_scores(run, todo, result.values, details))
 
 
 def _caption_batch(run: MetricRun, metric, caption_ids: Sequence[int]) -> base.Batch:
     """The :class:`metrics.scorers.base.Batch` of ``caption_ids`` for a caption-level ``metric``:
     tokenised candidates always; references, raw texts, object labels, word vectors and the run's
-    document-frequency table when the metric needs them."""
-    dataset = run.dataset
-    image_of = dict(Caption.objects.filter(id__in=caption_ids).values_list("id", "image_id"))
-    cand_tokens = _ensure_tokens(dataset, caption_ids)
-    batch = base.Batch(candidates=[cand_tokens[c] for c in caption_ids])
+    document-frequency table when the metric needs them. Tokens, images and references come from
+    this process's cache of the dataset (:func:`dataset_tokens`)."""
+    data = dataset_tokens(run.dataset, caption_ids)
+    batch = base.Batch(candidates=[data.tokens[c] for c in caption_ids])
+    image_of = data.image_of
     if base.REFERENCES in metric.needs:
-        refs_by_image = _references_by_image(dataset, image_of.values())
-        batch.references = [refs_by_image[image_of[c]] for c in caption_ids]
+        refs = data.references
+        batch.references = [refs.get(image_of[c], []) for c in caption_ids]
     if base.TEXTS in metric.needs:
         texts = dict(Caption.objects.filter(id__in=caption_ids).values_list("id", "text"))
         batch.texts = [texts[c] for c in caption_ids]
     if base.OBJECTS in metric.needs:
         objects: dict[int, dict[str, int]] = defaultdict(dict)
-        for image_id, label, count in ObjectLabel.objects.filter(image_id__in=set(image_of.values())).values_list(
-            "image_id", "label", "count"
-        ):
+        for image_id, label, count in ObjectLabel.objects.filter(
+                image_id__in={image_of[c] for c in caption_ids}).values_list("image_id", "label", "count"):
             objects[image_id][label] = count
         batch.objects = [objects[image_of[c]] for c in caption_ids]
     if base.WORD_VECTORS in metric.needs:
         batch.vectors = run.params.get("vectors_path")
     if base.DOCUMENT_FREQUENCY in metric.needs:
-        batch.document_frequency = _document_frequency(run)
+        batch.document_frequency = run_document_frequency(run)
     return batch
+
+
+def _unscored_captions(run: MetricRun, caption_ids: Sequence[int]) -> list[int]:
+    """``caption_ids`` without a score in ``run`` yet, in their order. One range scan of the unique
+    (run, caption) index between the smallest and largest id (a chunk's ids are consecutive units of
+    the run, so the range holds little else), instead of one probe per id."""
+    if not caption_ids:
+        return []
+    done = set(MetricScore.objects.filter(run=run, caption_id__gte=min(caption_ids), caption_id__lte=max(caption_ids))
+               .values_list("caption_id", flat=True))
+    return [cid for cid in caption_ids if cid not in done]
 
 
 def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
@@ -486,29 +810,20 @@ def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
     Already-scored captions are skipped, so calling this twice for the same chunk is harmless. A
     metric needing the whole corpus is scored once over every unit of the run
     (:func:`_whole_corpus_scores`); the others over this chunk. ``Scores.raw`` (VIFIDEL's distance)
-    is stored with each score.
+    is stored with each score. The rows are written with one multi-row insert
+    (:func:`insert_caption_scores`) and counted into the run's progress in the same transaction.
     """
-    done = set(MetricScore.objects.filter(run=run, caption_id__in=caption_ids).values_list("caption_id", flat=True))
-    todo = [cid for cid in caption_ids if cid not in done]
+    todo = _unscored_captions(run, caption_ids)
     if not todo:
         return 0
     t0 = time.perf_counter()
     metric = registry.METRICS[run.metric]
     if base.WHOLE_CORPUS in metric.needs:
-        values, raw = _whole_corpus_scores(run, metric, todo), [None] * len(todo)
+        values, raw = _whole_corpus_scores(run, metric, todo), None
     else:
         result = metric.score(_caption_batch(run, metric, todo))
-        values, raw = result.values, result.raw if result.raw is not None else [None] * len(todo)
-    created = MetricScore.objects.bulk_create(
-        [
-            MetricScore(run=run, caption_id=c, value=float(v), raw=None if r is None else float(r))
-            for c, v, r in zip(todo, values, raw)
-        ],
-        ignore_conflicts=True,
-        batch_size=5000,
-    )
-    run.add_compute_time(time.perf_counter() - t0)
-    return len(created)
+        values, raw = result.values, result.raw
+    return _store(run, t0, lambda: insert_caption_scores(run, todo, values, raw))
 
 
 _whole_corpus_cache: dict[tuple, dict[int, float]] = {}
@@ -530,7 +845,14 @@ def _whole_corpus_scores(run: MetricRun, metric, caption_ids: Sequence[int]) -> 
 
 
 def report_progress(run: MetricRun) -> MetricRun:
-    run = run.refresh_progress()
+    """Send :data:`metrics.signals.run_progress` for ``run`` (after a chunk is stored); returns the run.
+
+    ``run`` carries the counter its last chunk read back (:func:`store_progress`), so nothing is
+    recounted per chunk. Once the counter reaches ``total`` on a run not yet done, the scores are
+    counted for real (:meth:`MetricRun.refresh_progress`), which marks the run done only when every
+    unit has a score: a run is never done with missing scores."""
+    if run.status != MetricRun.DONE and run.completed >= run.total:
+        run = run.refresh_progress()
     run_progress.send(sender=MetricRun, run=run)
     return run
 

@@ -1,7 +1,8 @@
 """Integration: a real `celery worker` process, Redis as the broker, PostgreSQL as the database.
 
 The full Flickr8k-Expert job goes through the worker; the stored scores must reproduce the
-published correlations and equal what pycocoevalcap gives for the same captions."""
+published correlations and equal, score by score, what pycocoevalcap's own scorers give for the
+same tokenised captions (all seven COCO metrics)."""
 import json
 import os
 import signal
@@ -92,6 +93,47 @@ def test_metric_job_through_a_real_worker(worker, worker_env):
     assert len(pair_ids) == len(pairs)
     got = np.array([stored[ids] for ids in pair_ids])
     np.testing.assert_allclose(got, np.asarray(expected), atol=1e-6)
+
+    # Every stored score of the seven metrics equals pycocoevalcap's own classes (Bleu(4), Rouge(), Meteor(),
+    # Cider(), not our wrappers) called once on the whole dataset with the tokenised captions the pipeline scored.
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.meteor.meteor import Meteor
+    from pycocoevalcap.rouge.rouge import Rouge
+
+    from crowd.models import Caption
+    from metrics.models import CaptionTokens
+    from metrics.pipeline import TOKENIZER
+
+    tokens = dict(CaptionTokens.objects.filter(caption__image__dataset=dataset, tokenizer=TOKENIZER)
+                  .values_list("caption_id", "tokens"))
+    refs = {}
+    for cid, image in dataset.references().order_by("image_id", "key").values_list("id", "image_id"):
+        refs.setdefault(image, []).append(tokens[cid])
+    cands = list(dataset.candidates().order_by("id").values_list("id", "image_id"))
+    assert len(cands) == 5664 and len(tokens) == Caption.objects.filter(image__dataset=dataset).count()
+    gts = {cid: refs[image] for cid, image in cands}
+    res = {cid: [tokens[cid]] for cid, _ in cands}
+    _, bleu = Bleu(4).compute_score(gts, res)
+    meteor_scorer = Meteor()
+    try:
+        _, meteor = meteor_scorer.compute_score(gts, res)
+    finally:
+        with meteor_scorer.lock:
+            meteor_scorer.meteor_p.kill()
+            meteor_scorer.meteor_p.wait()
+    reference = {
+        **{f"bleu_{n}": (bleu[n - 1], 1e-12) for n in range(1, 5)},
+        "rouge_l": (Rouge().compute_score(gts, res)[1], 1e-12),
+        "meteor": (meteor, 1e-12),
+        "cider_d": (Cider().compute_score(gts, res)[1], 1e-9),
+    }
+    assert set(reference) == set(runs)
+    for metric, (values, tolerance) in reference.items():
+        by_caption = dict(MetricScore.objects.filter(run=runs[metric]).values_list("caption_id", "value"))
+        assert len(by_caption) == len(cands), metric
+        np.testing.assert_allclose([by_caption[cid] for cid, _ in cands], np.asarray(values, dtype=float),
+                                   rtol=0, atol=tolerance, err_msg=metric)
+    assert runs["cider_d"].document_frequency is not None  # built once by start_run, used by every chunk
 
     report = json.loads(run_command("correlate", "--dataset", "flickr8k-expert", "--json", "--resamples", "200"))
     print(check_published(report))
