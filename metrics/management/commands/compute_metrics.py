@@ -82,7 +82,7 @@ class Command(BaseCommand):
             if run.pk in done_by_run:
                 done_by_run[run.pk] = run.completed
                 bar.n = sum(done_by_run.values())
-                bar.set_postfix_str(run.metric)
+                bar.set_postfix_str(run.metric, refresh=False)
                 bar.refresh()
 
         run_progress.connect(on_progress, weak=False)
