@@ -12,7 +12,6 @@ differs by more than 1e-6.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +20,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from benchmarks.timing import best_time  # noqa: E402
 from metrics.scorers.cider import cider_d  # noqa: E402
 from tests.flickr8k_data import load_flickr8k_expert_tokenized  # noqa: E402
 
@@ -28,13 +28,6 @@ TOLERANCE = 1e-6
 REPEATS = 3
 
 
-def best_time(fn, repeats: int = REPEATS):
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def main() -> int:
@@ -46,8 +39,8 @@ def main() -> int:
     gts = {i: references[i] for i in range(len(pairs))}
     res = {i: [candidates[i]] for i in range(len(pairs))}
 
-    t_ref, (_, ref_scores) = best_time(lambda: Cider().compute_score(gts, res))
-    t_ours, our_scores = best_time(lambda: cider_d(candidates, references))
+    t_ref, (_, ref_scores) = best_time(lambda: Cider().compute_score(gts, res), REPEATS)
+    t_ours, our_scores = best_time(lambda: cider_d(candidates, references), REPEATS)
     max_diff = float(np.max(np.abs(np.asarray(our_scores) - np.asarray(ref_scores))))
 
     print(

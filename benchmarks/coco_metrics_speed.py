@@ -38,6 +38,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from benchmarks.timing import best_time  # noqa: E402
 from metrics.scorers.bleu import bleu_scores  # noqa: E402
 from metrics.scorers.rouge import rouge_l  # noqa: E402
 
@@ -98,13 +99,6 @@ def tokenized(candidates: list[str], references: list[list[str]]) -> tuple[list[
     return [tok[c] for c in candidates], out_refs
 
 
-def best_time(fn, repeats: int):
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def run(dataset: str, quick: bool, repeats: int) -> dict:

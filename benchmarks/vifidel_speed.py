@@ -32,6 +32,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from benchmarks.timing import best_time  # noqa: E402
 from metrics.scorers.embeddings import describe_vectors, load_vectors  # noqa: E402
 from metrics.scorers.vifidel import content_words, object_words, vifidel_many  # noqa: E402
 
@@ -44,13 +45,6 @@ REPEATS = 3
 _QUESTION = re.compile(r"^Is there an? (.+?) in the image\?$")
 
 
-def best_time(fn, repeats: int = REPEATS):
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def load_pairs(n_pairs: int):
@@ -118,10 +112,10 @@ def main() -> int:
     import logging
     logging.getLogger("gensim").setLevel(logging.ERROR)  # wmdistance logs OOV removals per pair
 
-    t_naive, ref = best_time(lambda: naive(kv, descriptions, objects))
-    t_batch, batch = best_time(lambda: vifidel_many(descriptions, objects, vectors=kv))
-    t_emd2, batch_emd2 = best_time(lambda: vifidel_many(descriptions, objects, vectors=kv, solver="emd2"))
-    t_weighted, weighted = best_time(lambda: vifidel_many(descriptions, objects, references, vectors=kv))
+    t_naive, ref = best_time(lambda: naive(kv, descriptions, objects), REPEATS)
+    t_batch, batch = best_time(lambda: vifidel_many(descriptions, objects, vectors=kv), REPEATS)
+    t_emd2, batch_emd2 = best_time(lambda: vifidel_many(descriptions, objects, vectors=kv, solver="emd2"), REPEATS)
+    t_weighted, weighted = best_time(lambda: vifidel_many(descriptions, objects, references, vectors=kv), REPEATS)
 
     ok = np.isfinite(ref)
     diff = float(np.max(np.abs(batch.distance[ok] - ref[ok]))) if ok.any() else 0.0
