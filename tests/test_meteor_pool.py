@@ -363,3 +363,22 @@ def test_in_process_runs_start_the_jvm_first_and_compute_meteor_last(subset, mon
     assert tasks.start_runs(runs) == []
     assert events == ["prestart", "bleu_4", "rouge_l", "meteor"]
     assert all(r.status == MetricRun.DONE for r in MetricRun.objects.filter(dataset=subset))
+
+
+def test_statistics_are_the_jars_answers_in_order_whatever_the_split(expert, pool2):
+    """The sufficient statistics (the corpus METEOR's input, metrics.scorers.corpus.MeteorCorpus)
+    come from the same JVMs: in caption order with 2 JVMs, 23 numbers each, and equal to what
+    pycocoevalcap's own Meteor._stat returns for the same caption."""
+    candidates, references, _ = expert
+    cands, refs = candidates[:300], references[:300]
+    lines = pool2.statistics(cands, refs)
+    assert len(lines) == 300 and all(len(line.split()) == 23 for line in lines)
+    one = meteor.MeteorPool(1)
+    try:
+        assert one.statistics(cands, refs) == lines
+    finally:
+        one.close()
+    reference = coco._meteor_scorer()
+    with reference.lock:
+        for i in (0, 137, 299):
+            assert reference._stat(cands[i], refs[i]) == lines[i]

@@ -332,15 +332,11 @@ METEOR_COLUMNS: tuple[str, ...] = (
 )
 
 
-#: captions sent to the METEOR jar before their answers are read (:meth:`MeteorCorpus.statistics`)
-METEOR_PIPELINE = 200
-
-
 class MeteorCorpus(CorpusStatistic):
     """Corpus METEOR 1.5 exactly as pycocoevalcap's ``Meteor().compute_score`` (the jar's aggregate).
 
-    :meth:`statistics` asks the METEOR 1.5 jar (one JVM per process, shared with
-    :func:`metrics.scorers.coco.meteor`; needs Java) for each caption's sufficient statistics against
+    :meth:`statistics` asks the METEOR 1.5 jar (this process's pool of persistent JVMs,
+    :func:`metrics.scorers.meteor.get_pool`, shared with the per-caption METEOR; needs Java) for each caption's sufficient statistics against
     its best reference (``SCORE`` requests, as pycocoevalcap's ``_stat``): 23 columns
     :data:`METEOR_COLUMNS`, except that ``chunks`` is 0 for a caption matching its reference perfectly
     in one chunk (``MeteorStats.addStats`` does not add the chunks of such a segment to the total). :meth:`score` is ``MeteorScorer.computeMetrics`` (METEOR 1.5 source,
@@ -374,31 +370,16 @@ class MeteorCorpus(CorpusStatistic):
         out = np.zeros((len(candidates), len(METEOR_COLUMNS)), dtype=np.float64)
         if not len(candidates):
             return out
-        from .coco import _meteor_scorer
+        from .meteor import get_pool
 
-        clean = lambda text: " ".join(text.replace("|||", " ").split())  # noqa: E731
-        scorer = _meteor_scorer()
-        # The lines pycocoevalcap's Meteor._stat writes, sent in blocks of METEOR_PIPELINE lines and
-        # read back in order (one round trip per block instead of one per caption: 2,500 captions
-        # take about 1 s instead of about 27 s). A block's answers (about 150 bytes each) fit the
-        # pipe buffer, so the jar never blocks on a full stdout while we are still writing.
-        lines = [
-            " ||| ".join(("SCORE", " ||| ".join(clean(r) for r in refs),
-                          clean(cand).replace("|||", "").replace("  ", " ")))
-            for cand, refs in zip(candidates, references)
-        ]
-        with scorer.lock:
-            for start in range(0, len(lines), METEOR_PIPELINE):
-                block = lines[start:start + METEOR_PIPELINE]
-                scorer.meteor_p.stdin.write("".join(f"{line}\n" for line in block).encode())
-                scorer.meteor_p.stdin.flush()
-                for i in range(start, start + len(block)):
-                    line = scorer.meteor_p.stdout.readline().decode().strip()
-                    values = line.split()
-                    if len(values) != len(METEOR_COLUMNS):
-                        raise RuntimeError(f"METEOR jar returned {len(values)} statistics for caption {i}, "
-                                           f"expected {len(METEOR_COLUMNS)}: {line[:200]!r}")
-                    out[i] = [float(v) for v in values]
+        # pycocoevalcap's Meteor._stat requests, answered by this process's persistent METEOR JVM
+        # (the pool that also scores METEOR per caption: one JVM per process), pipelined
+        for i, line in enumerate(get_pool().statistics(candidates, references)):
+            values = line.split()
+            if len(values) != len(METEOR_COLUMNS):
+                raise RuntimeError(f"METEOR jar returned {len(values)} statistics for caption {i}, "
+                                   f"expected {len(METEOR_COLUMNS)}: {line[:200]!r}")
+            out[i] = [float(v) for v in values]
         # MeteorStats.addStats adds a segment's chunks only when it is not a perfect match (all words of
         # both sides matched, in one chunk): such a segment's summable chunk count is 0. Its own score
         # is unchanged (frag = 0 either way).

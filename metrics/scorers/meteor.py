@@ -194,7 +194,9 @@ class _Jvm:
             out.append(line)
         return out
 
-    def _score_once(self, lines: list[bytes]) -> list[float]:
+    def _stats_once(self, lines: list[bytes]) -> list[bytes]:
+        """The jar's answers to the SCORE request ``lines``, written by a thread while this one reads
+        (pipelined), in order."""
         proc = self.proc
         failure: list[BaseException] = []
 
@@ -210,6 +212,11 @@ class _Jvm:
         writer.join()
         if failure:
             raise _JvmDied(f"write failed: {failure[0]!r}")
+        return stats
+
+    def _score_once(self, lines: list[bytes]) -> list[float]:
+        proc = self.proc
+        stats = self._stats_once(lines)
         # Meteor.compute_score: 'EVAL' + ' ||| {}'.format(stat) per caption, stat = line.decode().strip()
         eval_line = "EVAL" + "".join(" ||| " + s.decode().strip() for s in stats) + "\n"
         try:
@@ -224,23 +231,32 @@ class _Jvm:
             self.stop()  # out of step with our requests: never reuse it
             raise MeteorError(message) from None
 
-    def score(self, lines: list[bytes]) -> list[float]:
-        """Scores of the SCORE request ``lines`` (bytes ending in newline), in order. Starts the JVM
-        if needed; a JVM that dies is restarted once and the part sent again. Raises
-        JavaMissingError, MeteorError."""
+    def _with_restart(self, once, lines: list[bytes]):
+        """``once(lines)`` on this JVM, started if needed; a JVM that dies is restarted once and the
+        part sent again. Raises JavaMissingError, MeteorError."""
         with self.lock:
             if not self.alive():
                 self.start()
             try:
-                return self._score_once(lines)
+                return once(lines)
             except _JvmDied as exc:
                 log.warning("METEOR JVM %d died (%s); restarting it once", self.index, exc)
                 first = self._failure(f"died ({exc})")
             try:
                 self.start()
-                return self._score_once(lines)
+                return once(lines)
             except _JvmDied as exc:
                 raise MeteorError(f"{first}\nand again after a restart: " + self._failure(f"died ({exc})")) from None
+
+    def score(self, lines: list[bytes]) -> list[float]:
+        """Scores of the SCORE request ``lines`` (bytes ending in newline), in order (see
+        :meth:`_with_restart`)."""
+        return self._with_restart(self._score_once, lines)
+
+    def statistics(self, lines: list[bytes]) -> list[str]:
+        """The jar's sufficient-statistics lines for the SCORE request ``lines``, in order, stripped
+        (see :meth:`_with_restart`)."""
+        return [s.decode().strip() for s in self._with_restart(self._stats_once, lines)]
 
     def start_quietly(self) -> None:
         """Start the JVM unless running; errors are kept in :attr:`start_error` and logged, not raised."""
@@ -321,6 +337,19 @@ class MeteorPool:
         JavaMissingError : ``java`` is not on PATH (with install instructions).
         MeteorError : a JVM failed twice on its part, or the pool is used in a forked child.
         """
+        return np.asarray(self._run("score", candidates, references), dtype=float)
+
+    def statistics(self, candidates: Sequence[str], references: Sequence[Sequence[str]]) -> list[str]:
+        """The METEOR 1.5 jar's sufficient statistics of each candidate against its references: the
+        jar's answer to pycocoevalcap's ``Meteor._stat`` request (``SCORE ||| refs ||| hypothesis``),
+        one whitespace-separated line of 23 numbers per caption, in order (the input of
+        :class:`metrics.scorers.corpus.MeteorCorpus`). Same inputs, splitting and errors as
+        :meth:`score`."""
+        return self._run("statistics", candidates, references)
+
+    def _run(self, method: str, candidates: Sequence[str], references: Sequence[Sequence[str]]) -> list:
+        """``_Jvm.<method>`` over the SCORE lines of the captions, split into ``size`` contiguous
+        parts run concurrently by threads; results in caption order."""
         if len(candidates) != len(references):
             raise ValueError(f"{len(candidates)} candidates but {len(references)} reference lists")
         for i, refs in enumerate(references):
@@ -330,7 +359,7 @@ class MeteorPool:
             raise MeteorError("this METEOR pool belongs to another process (forked); use meteor.get_pool()")
         m = len(candidates)
         if m == 0:
-            return np.zeros(0)
+            return []
         require_java()
         # Meteor._stat: ' ||| '.join(('SCORE', ' ||| '.join(reference_list), hypothesis_str))
         lines = [
@@ -340,13 +369,13 @@ class MeteorPool:
         k = min(self.size, m)
         bounds = [round(i * m / k) for i in range(k + 1)]
         if k == 1:
-            return np.asarray(self._jvms[0].score(lines), dtype=float)
-        results: list[list[float] | None] = [None] * k
+            return getattr(self._jvms[0], method)(lines)
+        results: list[list | None] = [None] * k
         errors: list[BaseException | None] = [None] * k
 
         def run(i: int) -> None:
             try:
-                results[i] = self._jvms[i].score(lines[bounds[i]:bounds[i + 1]])
+                results[i] = getattr(self._jvms[i], method)(lines[bounds[i]:bounds[i + 1]])
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 errors[i] = exc
 
@@ -358,7 +387,7 @@ class MeteorPool:
         for error in errors:
             if error is not None:
                 raise error
-        return np.asarray([s for part in results for s in part], dtype=float)
+        return [s for part in results for s in part]
 
     def close(self) -> None:
         """Stop every JVM (in the process that started them; in a forked child only forget them)."""
