@@ -83,7 +83,8 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
     offered: ``{"key", "name", "level", "description", "status"}`` for each metric whose inputs exist;
     ``status`` is the state of its newest run (``"done"``, ``"running"``...) or None.
     refused: ``{"key", "name", "reason"}`` (one line) for each metric this installation cannot run
-    (:data:`metrics.scorers.registry.UNAVAILABLE`) or whose inputs the dataset lacks.
+    (:data:`metrics.scorers.registry.UNAVAILABLE`; METEOR without Java on this server:
+    :func:`metrics.scorers.registry.unavailable_now`) or whose inputs the dataset lacks.
     """
     has_refs = dataset.reference_system_id is not None and dataset.references().exists()
     has_candidates = dataset.candidates().exists()
@@ -94,9 +95,12 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
     for run in MetricRun.objects.filter(dataset=dataset).order_by("created_at").only("metric", "status"):
         newest[run.metric] = run.status
     offered, refused = [], []
+    not_now = registry.unavailable_now(list(registry.METRICS))  # METEOR without Java on this server
     for key, metric in registry.METRICS.items():
         reason = None
-        if metric.needs_references() and not has_refs:
+        if key in not_now:
+            reason = not_now[key].split(": ", 1)[-1]  # "Java is not installed; install a JRE (...)"
+        elif metric.needs_references() and not has_refs:
             reason = f"needs reference captions and {dataset.name} has none"
         elif metric.level == "caption" and not has_candidates:
             reason = f"{dataset.name} has no candidate captions"

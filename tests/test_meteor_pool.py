@@ -332,6 +332,11 @@ def test_web_compute_without_java_skips_meteor_with_the_message(subset, no_java)
     client = csrf_client(User.objects.create_user("curator", password="pw", is_staff=True))
     page = reverse("analysis:dataset", args=["sub"])
     compute = reverse("metrics:compute", args=["sub"])
+    html = client.get(page).content.decode()  # the form says why, and offers no METEOR box
+    assert ('<li data-metric="meteor">METEOR: Java is not installed; install a JRE (apt-get install '
+            'default-jre-headless / brew install openjdk) to compute it</li>') in html
+    assert 'value="meteor"' not in html and 'value="bleu_4"' in html
+    # a POST naming it anyway (an old form, a script) gets the same reason
     response = client.post(compute, {"metric": ["meteor"], "csrfmiddlewaretoken": page_token(client, page)})
     assert response.status_code == 400 and SKIP_MESSAGE in response.content.decode()
     assert 'id="compute-error"' in response.content.decode()
