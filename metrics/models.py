@@ -181,19 +181,25 @@ class DocumentFrequencyTable(models.Model):
     per run from the dataset by ``metrics.tasks.start_run`` (``name`` ``dataset:<name>``) so that every
     worker uses the same table instead of building its own (:attr:`MetricRun.document_frequency`).
 
-    ``counts`` maps space-joined n-grams to the number of documents containing them; identified by
-    the SHA-256 of its canonical JSON (sorted keys, no spaces), which is what a run's parameters name
-    for a supplied table.
+    ``packed`` is the table in the binary form of ``metrics.scorers.cider.DocumentFrequency.to_packed``
+    (sorted vocabulary and per-order sorted key/count arrays), which workers load without parsing JSON
+    or building a look-up index. A supplied table also has ``counts`` (space-joined n-gram -> number of
+    documents containing it) and is identified by the SHA-256 of its canonical JSON (sorted keys, no
+    spaces), which is what a run's parameters name; its ``packed`` form is added by
+    ``metrics.pipeline.prepare_document_frequency`` when a run first uses it. A table built from a
+    dataset is stored packed only (``counts`` NULL) and identified by the SHA-256 of its packed bytes.
     """
 
     sha256 = models.CharField(max_length=64, unique=True)
     name = models.CharField(max_length=255, help_text="file it was loaded from")
     n_documents = models.PositiveIntegerField()
-    counts = models.JSONField()
+    counts = models.JSONField(null=True, blank=True)
+    packed = models.BinaryField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
-        return f"{self.name} ({self.n_documents:,} documents, {len(self.counts):,} n-grams)"
+        size = f"{len(self.counts):,} n-grams" if self.counts is not None else "packed"
+        return f"{self.name} ({self.n_documents:,} documents, {size})"
 
 
 class CaptionTokens(models.Model):

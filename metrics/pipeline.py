@@ -35,7 +35,7 @@ import logging
 import math
 import os
 import time
-from collections import Counter, OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -458,20 +458,17 @@ def build_document_frequency(run: MetricRun):
 
     if registry.METRICS[run.metric].level == "set":
         return _document_frequency_for_sets(run.dataset)
+    from django.db.models import Count
+
     data = dataset_tokens(run.dataset)
-    per_image = Counter(run.dataset.candidates().values_list("image_id", flat=True))
-    # The candidates of one image are documents with the same reference set: an n-gram's df is the
-    # sum over images of (candidates of the image) x (1 if the image's references contain it). So
-    # count once per image, in groups of images with the same number of candidates, and weight.
-    groups: dict[int, list[int]] = defaultdict(list)
-    for image_id, n in sorted(per_image.items()):
-        groups[n].append(image_id)
-    counts: dict[tuple[str, ...], float] = defaultdict(float)
-    for n, images in sorted(groups.items()):
-        part = DocumentFrequency.from_references([data.references.get(i, []) for i in images])
-        for gram, count in part.counts.items():
-            counts[gram] += n * count
-    return DocumentFrequency(counts=dict(counts), n_documents=sum(per_image.values()))
+    per_image = dict(run.dataset.candidates().order_by().values("image_id").annotate(n=Count("id"))
+                     .values_list("image_id", "n"))
+    # The candidates of one image are documents with the same reference set: an n-gram's df is the sum
+    # over images of (candidates of the image) x (1 if the image's references contain it), counted once
+    # per image (weights) straight into the table's look-up index.
+    images = sorted(per_image)
+    return DocumentFrequency.from_references([data.references.get(i, []) for i in images],
+                                             weights=[per_image[i] for i in images])
 
 
 def _canonical_sha256(data: dict) -> str:
@@ -480,22 +477,37 @@ def _canonical_sha256(data: dict) -> str:
 
 
 def _store_document_frequency(name: str, df) -> int:
-    """Store ``df`` as a :class:`DocumentFrequencyTable` (unless one with the same SHA-256 of its canonical
-    JSON exists); returns the table's id. The counts are serialised once, for the hash and the row."""
-    n_documents = int(df.n_documents)
-    counts = json.dumps({" ".join(g): float(c) for g, c in df.counts.items()}, sort_keys=True, separators=(",", ":"))
-    canonical = '{"counts":' + counts + ',"n_documents":' + json.dumps(n_documents) + "}"
-    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    """Store the table ``df`` built from a dataset as a :class:`DocumentFrequencyTable` in its packed form
+    only (:meth:`metrics.scorers.cider.DocumentFrequency.to_packed`; ``counts`` stays NULL: serialising
+    and storing hundreds of thousands of n-grams as JSON took longer than building them), keyed by the
+    SHA-256 of the packed bytes, which are canonical (sorted vocabulary, sorted keys): the same counts
+    are stored once. Returns the table's id."""
+    packed = df.to_packed()
+    digest = hashlib.sha256(packed).hexdigest()
     found = DocumentFrequencyTable.objects.filter(sha256=digest).values_list("pk", flat=True).first()
     if found is not None:
         return found
-    cast = "::jsonb" if connection.vendor == "postgresql" else ""
     with connection.cursor() as cur:
         cur.execute(f"INSERT INTO {DocumentFrequencyTable._meta.db_table} "
-                    f"(sha256, name, n_documents, counts, created_at) "
-                    f"VALUES (%s, %s, %s, %s{cast}, %s) ON CONFLICT (sha256) DO NOTHING",
-                    [digest, name[:255], n_documents, counts, timezone.now()])
+                    f"(sha256, name, n_documents, packed, created_at) "
+                    f"VALUES (%s, %s, %s, %s, %s) ON CONFLICT (sha256) DO NOTHING",
+                    [digest, name[:255], int(df.n_documents), packed, timezone.now()])
     return DocumentFrequencyTable.objects.filter(sha256=digest).values_list("pk", flat=True).get()
+
+
+def _ensure_packed(table_id: int):
+    """Pack the stored table ``table_id`` once (a supplied table, or one stored before tables were packed) so
+    that every worker loads the packed form; returns its DocumentFrequency when it had to load it, else None."""
+    if not DocumentFrequencyTable.objects.filter(pk=table_id, packed__isnull=True).exists():
+        return None
+    df = _load_document_frequency(table_id)
+    _store_packed(table_id, df)
+    return df
+
+
+def _store_packed(table_id: int, df) -> None:
+    """Give the stored table ``table_id`` (whose counts are ``df``'s) its packed form, unless it has one."""
+    DocumentFrequencyTable.objects.filter(pk=table_id, packed__isnull=True).update(packed=df.to_packed())
 
 
 def prepare_document_frequency(run: MetricRun) -> int | None:
@@ -504,24 +516,24 @@ def prepare_document_frequency(run: MetricRun) -> int | None:
     for a metric that needs none).
 
     A supplied table (``params["document_frequency"] = {"table": sha256}``) is the stored
-    :class:`DocumentFrequencyTable`; the default ``"dataset"`` table is built here
-    (:func:`build_document_frequency`) and stored as a ``DocumentFrequencyTable`` named
-    ``dataset:<dataset name>``, keyed like a supplied one by the SHA-256 of its canonical JSON (so the
-    same counts are stored once). Every chunk, in every worker, then loads this one table
-    (:func:`run_document_frequency`) instead of building its own. A run that already has a table keeps
-    it (a resumed run is scored with the table its first chunks used); ``plan_runs`` clears it when the
-    run is computed again (``force``, or the dataset's units changed). Concurrent calls are safe: the
-    first stored table wins."""
-    from .scorers.cider import DocumentFrequency
-
+    :class:`DocumentFrequencyTable`, given its packed form here if it has none yet (once per table); the
+    default ``"dataset"`` table is built here (:func:`build_document_frequency`) and stored packed only
+    as a ``DocumentFrequencyTable`` named ``dataset:<dataset name>``, keyed by the SHA-256 of its
+    canonical packed bytes (so the same counts are stored once; :func:`_store_document_frequency`).
+    Every chunk, in every worker, then loads this one table's packed form (:func:`run_document_frequency`)
+    instead of building its own. A run that already has a table keeps it (a resumed run is scored with
+    the table its first chunks used); ``plan_runs`` clears it when the run is computed again (``force``,
+    or the dataset's units changed). Concurrent calls are safe: the first stored table wins."""
     if base.DOCUMENT_FREQUENCY not in registry.METRICS[run.metric].needs:
         return None
     if run.document_frequency_id is not None:
+        _ensure_packed(run.document_frequency_id)
         return run.document_frequency_id
     source = run.params.get("document_frequency", "dataset")
     df = None
     if isinstance(source, dict):
         table_id = DocumentFrequencyTable.objects.filter(sha256=source["table"]).values_list("pk", flat=True).get()
+        df = _ensure_packed(table_id)
     else:
         df = build_document_frequency(run)
         table_id = _store_document_frequency(f"dataset:{run.dataset.name}", df)
@@ -534,20 +546,29 @@ def prepare_document_frequency(run: MetricRun) -> int | None:
 
 def run_document_frequency(run: MetricRun):
     """The :class:`metrics.scorers.cider.DocumentFrequency` the run's chunks use: its stored table
-    (:attr:`MetricRun.document_frequency`), loaded once per process and kept (at most
-    ``DF_CACHE_TABLES`` tables). A run without one yet (started before tables were stored with runs,
-    or scored without ``start_run``) gets it here (:func:`prepare_document_frequency`)."""
-    from .scorers.cider import DocumentFrequency
-
+    (:attr:`MetricRun.document_frequency`), loaded once per process (from its packed form,
+    :func:`_load_document_frequency`) and kept (at most ``DF_CACHE_TABLES`` tables). A run without one
+    yet (started before tables were stored with runs, or scored without ``start_run``) gets it here
+    (:func:`prepare_document_frequency`)."""
     if run.document_frequency_id is None:
         prepare_document_frequency(run)
     table_id = run.document_frequency_id
     if table_id not in _df_cache:
-        n_documents, counts = DocumentFrequencyTable.objects.filter(pk=table_id).values_list(
-            "n_documents", "counts").get()
-        _remember_df(table_id, DocumentFrequency.from_json({"n_documents": n_documents, "counts": counts}))
+        _remember_df(table_id, _load_document_frequency(table_id))
     _df_cache.move_to_end(table_id)
     return _df_cache[table_id]
+
+
+def _load_document_frequency(table_id: int):
+    """The stored table ``table_id`` as a :class:`metrics.scorers.cider.DocumentFrequency`: from its packed
+    form when it has one (no JSON parsing, no index to build), else from its JSON counts."""
+    from .scorers.cider import DocumentFrequency
+
+    packed = DocumentFrequencyTable.objects.filter(pk=table_id).values_list("packed", flat=True).get()
+    if packed is not None:
+        return DocumentFrequency.from_packed(packed)
+    n_documents, counts = DocumentFrequencyTable.objects.filter(pk=table_id).values_list("n_documents", "counts").get()
+    return DocumentFrequency.from_json({"n_documents": n_documents, "counts": counts})
 
 
 def _document_frequency(run: MetricRun):

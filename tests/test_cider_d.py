@@ -263,3 +263,171 @@ def test_empty_captions_are_defined():
     np.testing.assert_array_equal(cider_d(["", ""], [[""], [""]]), [0.0, 0.0])
     np.testing.assert_array_equal(cider_d(["a", ""], [[""], ["a"]]), [0.0, 0.0])
     assert DocumentFrequency.from_references([[""], [""]]).counts == {}
+
+
+# ------------------------------------------------------------------------------------------------
+# supplied tables: the vectorised look-up index against plain dictionary look-ups
+# ------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _crowdflower_inputs():
+    """Flickr8k-CrowdFlower pairs (candidate = the Flickr8k caption named in the file, references = the 5
+    captions of the judged image), PTB-tokenised with the project's tokeniser."""
+    from pathlib import Path
+
+    from metrics.scorers.tokenizer import ptb_tokenize
+    from tests.flickr8k_data import DATA_DIR, _read_captions
+
+    root = Path(DATA_DIR)
+    captions = _read_captions(root)
+    refs_of: dict[str, list[tuple[int, str]]] = {}
+    for cap_id, text in captions.items():
+        image, _, k = cap_id.rpartition("#")
+        refs_of.setdefault(image, []).append((int(k), text))
+    pairs = []
+    with open(root / "CrowdFlowerAnnotations.txt", encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                image, cand_id = line.split("\t")[:2]
+                if not cand_id.startswith(image + "#"):
+                    pairs.append((captions[cand_id], [t for _, t in sorted(refs_of[image])]))
+    texts = list(dict.fromkeys(t for c, rs in pairs for t in (c, *rs)))
+    tok = dict(zip(texts, ptb_tokenize(texts, implementation="python")))
+    return [tok[c] for c, _ in pairs], [[tok[r] for r in rs] for _, rs in pairs]
+
+
+def _column_ngrams(corpus):
+    """The n-gram tuple of every column of a ``_Corpus``, rebuilt word by word (independent of the index)."""
+    words = list(corpus._vocab)
+    wid = corpus._wid.tolist()
+    return [tuple(words[wid[p + j]] for j in range(k)) for k, rep in enumerate(corpus._rep, 1) for p in rep.tolist()]
+
+
+class _DictLookup:
+    """Stands in for a table's look-up index: ``dict.get(n-gram tuple, 0.0)`` per column (the original path)."""
+
+    def __init__(self, counts):
+        self.counts = counts
+
+    def lookup(self, corpus):
+        grams = _column_ngrams(corpus)
+        return np.fromiter((self.counts.get(g, 0.0) for g in grams), dtype=np.float64, count=len(grams))
+
+
+def _with_dict_lookup(table: DocumentFrequency) -> DocumentFrequency:
+    ref = DocumentFrequency(counts=table.counts, n_documents=table.n_documents)
+    object.__setattr__(ref, "_ngram_index", _DictLookup(table.counts))
+    return ref
+
+
+def _corpus_of(cands, refs, n=4):
+    from metrics.scorers.cider import _Corpus
+
+    return _Corpus(list(dict.fromkeys([*cands, *(r for rs in refs for r in rs)])), n)
+
+
+def _expert_table_with_extras() -> DocumentFrequency:
+    """Flickr8k-Expert references' table plus n-grams of words absent from every corpus, n-grams whose
+    prefixes are not in the table, keys the scorer never asks for (not tuples, empty, order 6)."""
+    _, refs = _expert_inputs()
+    counts = dict(DocumentFrequency.from_references(refs).counts)
+    counts.update({("zqxj",): 7.0, ("a", "zqxj"): 2.0, ("zqxj", "dog", "runs"): 1.0, ("zorblax", "elephant"): 3.0,
+                   ("a", "zorblax", "elephant", "sings"): 1.5, ("elephant", "sings"): 5.0,
+                   ("a", "b", "c", "d", "e", "f"): 9.0, (): 4.0, "a dog": 11.0})
+    assert ("zorblax",) not in counts and ("a", "zorblax", "elephant") not in counts
+    return DocumentFrequency(counts=counts, n_documents=len(refs) + 3)
+
+
+@pytest.mark.slow
+def test_index_lookup_equals_dict_lookup_on_crowdflower_with_expert_table():
+    cands, refs = _crowdflower_inputs()
+    assert len(cands) > 40000
+    chunks = [(cands[a:a + 4000], refs[a:a + 4000]) for a in range(0, len(cands), 4000)]
+    # the whole Expert table (plus n-grams of words no caption has), and the table of a third of the Expert
+    # references, which misses words and n-grams of every chunk
+    _, expert_refs = _expert_inputs()
+    for table, must_miss in ((_expert_table_with_extras(), False),
+                             (DocumentFrequency.from_references(expert_refs[:1800]), True)):
+        index = table._index()
+        hits = 0
+        for c, r in chunks:
+            corpus = _corpus_of(c, r)
+            got = index.lookup(corpus)
+            want = _DictLookup(table.counts).lookup(corpus)
+            assert got.dtype == np.float64 and got.tobytes() == want.tobytes()
+            hits += int((want > 0).sum())
+            if must_miss:
+                assert (want == 0).sum() > 1000 and any(len(g) == 1 for g in _column_ngrams(corpus) if g not in table.counts)
+        assert hits > 100000
+        # whole scores, bit for bit, against the dictionary path
+        for c, r in chunks[:3]:
+            assert cider_d(c, r, df=table).tobytes() == cider_d(c, r, df=_with_dict_lookup(table)).tobytes()
+
+
+def test_index_lookup_with_a_vocabulary_too_large_for_naive_keys():
+    cands, refs = _expert_inputs()
+    base = DocumentFrequency.from_references(refs)
+    counts = {(f"w{i}",): float(i % 5) for i in range(70000)}  # 70,000 ** 4 > 2 ** 63
+    counts.update(base.counts)
+    counts[("w69999", "w3", "a", "dog")] = 2.0
+    table = DocumentFrequency(counts=counts, n_documents=len(refs))
+    index = table._index()
+    assert index.size ** 4 >= 2 ** 63 and index.size ** 3 < 2 ** 63
+    assert [len(index.levels[k]) for k in (1, 2, 3, 4)] == [1, 1, 1, 3]  # order 4 is encoded level by level
+    extra = ["w69999 w3 a dog", "w12 w13 a man", "a dog w69998"]
+    c, r = cands[:1500] + extra, refs[:1500] + [["a dog runs"]] * 3
+    corpus = _corpus_of(c, r)
+    assert index.lookup(corpus).tobytes() == _DictLookup(counts).lookup(corpus).tobytes()
+    got = cider_d(c, r, df=table)
+    assert got.tobytes() == cider_d(c, r, df=_with_dict_lookup(table)).tobytes()
+    back = DocumentFrequency.from_packed(table.to_packed())
+    assert back.counts == counts and cider_d(c, r, df=back).tobytes() == got.tobytes()
+    # the unigrams added only to the vocabulary change nothing for captions without them
+    assert got[:1500].tobytes() == cider_d(c[:1500], r[:1500], df=base).tobytes()
+
+
+def test_references_own_table_equals_pycocoevalcap():
+    cands, refs = _expert_inputs()
+    table = DocumentFrequency.from_references(refs)
+    got = cider_d(cands, refs, df=table)
+    assert got.tobytes() == cider_d(cands, refs, df=_with_dict_lookup(table)).tobytes()
+    np.testing.assert_allclose(got, _pycoco_scores(), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(got, cider_d(cands, refs))
+
+
+def test_packed_table_round_trip():
+    cands, refs = _expert_inputs()
+    table = _expert_table_with_extras()
+    data = table.to_packed()
+    assert isinstance(data, bytes) and len(data) < 30 * len(table.counts) + 200000
+    back = DocumentFrequency.from_packed(data)
+    assert back.n_documents == table.n_documents
+    usable = {g: float(v) for g, v in table.counts.items() if isinstance(g, tuple) and g}
+    assert len(back.counts) == len(usable) and dict(back.counts) == usable and back.counts == usable
+    assert back.counts[("a", "zorblax", "elephant", "sings")] == 1.5 and ("zorblax",) not in back.counts
+    assert cider_d(cands, refs, df=back).tobytes() == cider_d(cands, refs, df=table).tobytes()
+    plain = DocumentFrequency.from_references(refs)
+    again = DocumentFrequency.from_packed(plain.to_packed())
+    assert again.to_json() == plain.to_json() and again.to_packed() == plain.to_packed()
+    with pytest.raises(ValueError, match="not a packed"):
+        DocumentFrequency.from_packed(b"{}" + data)
+    with pytest.raises(ValueError, match="trailing or missing"):
+        DocumentFrequency.from_packed(data[:-8])
+    with pytest.raises(TypeError, match="tuples of str"):
+        DocumentFrequency(counts={(1, 2): 1.0}, n_documents=2).to_packed()
+
+
+def test_weighted_references_equal_repeated_reference_sets():
+    _, refs = _expert_inputs()
+    sets = refs[:600]
+    weights = [1 + (i * 7) % 5 for i in range(len(sets))]
+    weighted = DocumentFrequency.from_references(sets, weights=weights)
+    repeated = DocumentFrequency.from_references([s for s, w in zip(sets, weights) for _ in range(w)])
+    assert weighted.n_documents == repeated.n_documents == sum(weights)
+    assert weighted.counts == repeated.counts and len(weighted.counts) == len(repeated.counts)
+    assert weighted.to_packed() == repeated.to_packed()
+    cands = [rs[0] for rs in refs[600:900]]
+    assert cider_d(cands, refs[600:900], df=weighted).tobytes() == cider_d(
+        cands, refs[600:900], df=_with_dict_lookup(repeated)).tobytes()
+    for bad in ([1] * 599, [0] + [1] * 599, [1.5] * 600):
+        with pytest.raises(ValueError, match="weights must be 600 positive integers"):
+            DocumentFrequency.from_references(sets, weights=bad)

@@ -4,6 +4,7 @@ document-frequency table stored with the run, chunk sizes, NaN scores and the SQ
 Real data throughout: a 40-image Flickr8k-Expert subset (about 230 candidates), scored with CIDEr-D,
 whose expected values come from pycocoevalcap's ``Cider`` or the CIDEr-D kernel called directly on
 captions tokenised here, never from the pipeline."""
+import hashlib
 import json
 import math
 import os
@@ -142,10 +143,12 @@ def test_document_frequency_is_built_once_stored_with_the_run_and_used_by_every_
     table = run.document_frequency
     assert table is not None and table.name == "dataset:sub"
     expected = DocumentFrequency.from_references(ref_tok)  # one document per candidate, as pycocoevalcap counts
-    stored_df = DocumentFrequency.from_json({"n_documents": table.n_documents, "counts": table.counts})
+    assert table.counts is None  # a table built from the dataset is stored packed only
+    stored_df = DocumentFrequency.from_packed(bytes(table.packed))
     assert stored_df.n_documents == expected.n_documents == len(cands)
     assert stored_df.counts == expected.counts
-    assert table.sha256 == pipeline._canonical_sha256(expected.to_json())
+    # the packed form is canonical: the table built here packs to the same bytes, hence the same key
+    assert table.sha256 == hashlib.sha256(expected.to_packed()).hexdigest()
     # 2. every chunk reads the run's stored table: with other counts stored, every score follows them
     other = DocumentFrequency.from_references(ref_tok[: len(ref_tok) // 3])
     other_table = DocumentFrequencyTable.objects.create(
@@ -175,6 +178,49 @@ def test_document_frequency_is_built_once_stored_with_the_run_and_used_by_every_
     _, reference = pycoco_cider(subset)
     values = stored(run)
     np.testing.assert_allclose([values[c.pk] for c in cands], reference, rtol=0, atol=1e-9)
+
+
+def test_supplied_table_keeps_its_identity_is_packed_once_and_chunks_load_the_packed_form(
+        subset, flickr8k_dir, tmp_path, monkeypatch):
+    from tests.flickr8k_data import load_flickr8k_expert_tokenized
+
+    cands, cand_tok, ref_tok = independent_inputs(subset)
+    # a table over all 5,664 Flickr8k-Expert pairs' references (pycocoevalcap's tokeniser), with words and
+    # n-grams the subset does not have and a word-free key of order 6 the scorer never asks for
+    supplied = DocumentFrequency.from_references([p.references for p in load_flickr8k_expert_tokenized()])
+    data = supplied.to_json()
+    data["counts"]["a b c d e f"] = 3.0
+    df_file = tmp_path / "expert-df.json"
+    df_file.write_text(json.dumps(data))
+    table_df = DocumentFrequency.from_json(data)
+    run_command("compute_metrics", "--dataset", "sub", "--metric", "cider_d", "--cider-df", str(df_file))
+    run = MetricRun.objects.get(dataset=subset, metric="cider_d")
+    table = run.document_frequency
+    assert run.status == MetricRun.DONE and table.name == "expert-df.json"
+    assert table.sha256 == pipeline._canonical_sha256(data) and table.counts == data["counts"]  # identity unchanged
+    packed = bytes(table.packed)  # added by start_run (prepare_document_frequency)
+    unpacked = DocumentFrequency.from_packed(packed)
+    assert unpacked.counts == table_df.counts and unpacked.n_documents == table_df.n_documents == len(
+        load_flickr8k_expert_tokenized())
+    expected = cider_d(cand_tok, ref_tok, df=table_df)
+    values = stored(run)
+    got = np.array([values[c.pk] for c in cands])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    assert not np.allclose(got, cider_d(cand_tok, ref_tok))
+    # scored again by fresh processes' caches: the chunks read the packed form, never the JSON
+    MetricScore.objects.filter(run=run).delete()
+    MetricRun.objects.filter(pk=run.pk).update(status=MetricRun.RUNNING, completed=0)
+    pipeline.clear_caches()
+
+    def no_json(data):
+        raise AssertionError("a chunk parsed the JSON counts")
+
+    monkeypatch.setattr(DocumentFrequency, "from_json", staticmethod(no_json))
+    tasks.start_run.apply(args=(run.pk,)).get()
+    run.refresh_from_db()
+    assert run.status == MetricRun.DONE and bytes(run.document_frequency.packed) == packed  # packed once
+    values = stored(run)
+    np.testing.assert_array_equal([values[c.pk] for c in cands], got)
 
 
 def test_chunk_sizes_use_every_worker_for_small_runs_and_cap_large_ones(settings):
