@@ -120,6 +120,30 @@ def test_context_cases(texts, expected):
     assert [ptb.tokenize([t] + texts[1:])[0] for t in texts[:1]] == expected[:1]  # cached, same context
 
 
+#: Captions at the edges of the whole-batch plain-caption path (ptb._plain_batch) and of the ASCII rule set:
+#: the special words and abbreviations it must leave to the lexer, punctuation and hyphens it must refuse,
+#: line breaks and non-ASCII characters in the same batch (which make it filter the batch first).
+PLAIN_EDGE_CASES = [
+    "A dog runs .", "A dog runs.", "a  dog ,  runs !", " lead and trail ", "", " ", ".", ", ; : ! ?",
+    "dog. cat, cow; a: b! c?",
+    "t-shirt. x-ray, re-gonna", "gimme; more", "Gimme the ball", "scannot gonna-be wanna", "lemme go", "GOTTA go!",
+    "the cannot.", "swimming tennis dinner running", "Mr. Smith", "plan B.", "plan b. The end", "etc. and so on",
+    "made ca. 5", "Inc. co. Pty. vs. Az. az. Miss. miss.", "a-", "-a", "a--b", "a -b", "a- b", "a.b", "a..", "a .. b",
+    "word!?", "one,two", "x-.", "end -", "a\nb dog", "tab\there", "\tlead tab", "caf\u00e9 au lait", "\ufffd dog .",
+    "price \u20ac 5", "\u00bd cup", "the U.S. flag", "it's a man's dog", "a dog .", "I.", "He said so",
+    "a person 's hand .", "'s", "'s dog", "dog 's", "dog 's.", "dog 'S", "B. 's", "etc. 's", "x 's 's", "dog. 's ,",
+    "dog '", "dog 'ss", "dog ''s", "cannot 's", "a dog's bone.", "grass.", "Mr.", "the end.",
+]
+
+
+@pytest.mark.slow
+def test_plain_batch_edge_cases():
+    assert_equal(PLAIN_EDGE_CASES)
+    assert_equal(PLAIN_EDGE_CASES[::-1])  # other neighbours
+    for text in PLAIN_EDGE_CASES:  # one by one: a batch of one caption
+        assert_equal([text])
+
+
 def test_cache_keeps_the_context_apart():
     ptb._CACHE.clear()
     assert ptb.tokenize(["x I.", "The dog"]) == ["x i", "the dog"]

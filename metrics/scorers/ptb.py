@@ -22,6 +22,14 @@ phone tokens, ``cannot`` -> ``can not``, ``gonna`` -> ``gon na``...). The charac
 measured by running the jar on every BMP character. Characters outside the BMP (emoji...) are
 untokenisable for the Java lexer and dropped, except inside URL, e-mail and SGML tokens.
 
+Speed
+-----
+Most captions are *plain* (ASCII words, hyphenated compounds, ``. , ; : ! ?`` and possessive ``'s``
+chunks): their output is found for a whole batch at once by a few ``re`` / ``str`` passes over the
+captions joined by line ends (:func:`_plain_batch`); only the others go through the scanner. Texts whose
+characters are ASCII, or non-ASCII characters outside the large Unicode classes, are scanned with a copy
+of the rules whose classes are cut down to ASCII (same matches on such texts; far cheaper to compile).
+
 Context
 -------
 The Java tokeniser reads all captions as one text, one per line, so a few rules look across a line
@@ -34,6 +42,9 @@ Java. Results are cached per distinct caption (and neighbour, when it matters).
 """
 from __future__ import annotations
 
+import bisect
+import itertools
+import operator
 import re
 import unicodedata
 from typing import Sequence
@@ -390,16 +401,23 @@ _RULE_SPECS = [
 _FOLDS = {"\u017f": "sS", "\u212a": "kK", "\u0131": "iI", "\u0130": "iI"}
 
 
+_VARIANTS: dict = {}  # character -> code points it may match case-insensitively (see _first_chars)
+
+
 def _first_chars(parsed):
     """Predicate ``ch -> bool``: can the parsed pattern match a string that starts with ``ch``? (A
     superset test; used only to skip rules that cannot match here.)"""
     tests: list = []
 
-    def variants(ch: str, ignorecase: bool) -> set:
+    def variants(ch: str, ignorecase: bool) -> frozenset:
         if not ignorecase:
-            return {ord(ch)}
-        out = {ch, ch.lower(), ch.upper(), ch.casefold()}  # a superset of re's case-insensitive equivalents
-        return {ord(c) for c in out if len(c) == 1} | {ord(c) for c in _FOLDS.get(ch, "")}
+            return frozenset([ord(ch)])
+        found = _VARIANTS.get(ch)
+        if found is None:
+            out = {ch, ch.lower(), ch.upper(), ch.casefold()}  # a superset of re's case-insensitive equivalents
+            found = frozenset({ord(c) for c in out if len(c) == 1} | {ord(c) for c in _FOLDS.get(ch, "")})
+            _VARIANTS[ch] = found
+        return found
 
     def cls_test(items, ignorecase):
         negate = bool(items) and items[0][0] is _sre_c.NEGATE
@@ -413,15 +431,33 @@ def _first_chars(parsed):
                 ranges.append(av)
             else:  # a category: be permissive
                 return lambda ch: True
+        ranges.sort()
+        los, his = [], []  # merged ranges, for a binary search
+        for lo, hi in ranges:
+            if his and lo <= his[-1] + 1:
+                his[-1] = max(his[-1], hi)
+            else:
+                los.append(lo)
+                his.append(hi)
+
+        def member(c: int) -> bool:
+            k = bisect.bisect_right(los, c) - 1
+            return k >= 0 and c <= his[k]
+
         if negate:
-            return lambda ch: not any(lo <= ord(ch) <= hi for lo, hi in ranges)
-        return lambda ch: any(lo <= c <= hi for c in variants(ch, ignorecase) for lo, hi in ranges)
+            return lambda ch: not member(ord(ch))
+        if not ignorecase:
+            return lambda ch: member(ord(ch))
+        return lambda ch: any(member(c) for c in variants(ch, True))
 
     def seq(items, ignorecase) -> bool:
         """Add the first-character tests of a sequence; return whether it can match the empty string."""
         for op, av in items:
             if op is _sre_c.LITERAL:
-                tests.append(lambda ch, av=av, ic=ignorecase: av in variants(ch, ic))
+                if ignorecase:
+                    tests.append(lambda ch, av=av: av in variants(ch, True))
+                else:
+                    tests.append(lambda ch, av=av: ord(ch) == av)
                 return False
             if op is _sre_c.NOT_LITERAL:
                 tests.append(lambda ch, av=av: ord(ch) != av)
@@ -490,40 +526,143 @@ class _LazyPattern:
         return compiled.match(text, pos)
 
 
-_RULES: list = []  # compiled on first use (importing this module stays cheap)
-_DISPATCH: dict[str, tuple] = {}
+def _ascii_body(table: str) -> str:
+    """The ASCII part of a table of hex ranges, as a regex character-class body."""
+    parts = []
+    for item in table.split():
+        lo, _, hi = item.partition("-")
+        lo, hi = int(lo, 16), int(hi or lo, 16)
+        if lo < 0x80:
+            parts.append(re.escape(chr(lo)) + ("-" + re.escape(chr(min(hi, 0x7F))) if min(hi, 0x7F) > lo else ""))
+    return "".join(parts)
 
 
-def _rules_for(ch: str) -> tuple:
-    """The rules (in order) whose match can start with character ``ch`` (cached per character)."""
-    rules = _DISPATCH.get(ch)
-    if rules is None:
-        key = ch if ch <= "\uffff" else "\U00010000"  # every astral character behaves alike
-        rules = _DISPATCH.get(key)
+class _RuleSet:
+    """The rules of :data:`_RULE_SPECS`, parsed and compiled on first use, and for each first character the
+    rules that can match there (in order). ``ascii_only``: the large Unicode classes ``[:letter:]``,
+    ``[:digit:]``, ``[:uppercase:]`` and the extra letter characters are cut down to their ASCII members,
+    which matches exactly as the full rules on ASCII text and is much cheaper to parse and compile."""
+
+    def __init__(self, ascii_only: bool):
+        self.ascii_only = ascii_only
+        self.rules: list = []
+        self.dispatch: dict[str, tuple] = {}
+
+    def _build(self) -> list:
+        specs = _RULE_SPECS
+        if self.ascii_only:
+            cut = [(_JL, _ascii_body(_LETTER_RANGES)), (_LETTER_EXTRA, ""), (_JU, _ascii_body(_UPPER_RANGES)),
+                   (_JD, _ascii_body(_DIGIT_RANGES))]
+
+            def ascii_pattern(p: str) -> str:
+                for body, small in cut:
+                    p = p.replace(body, small)
+                return p
+
+            specs = [([ascii_pattern(p) for p in patterns], action, arg) for patterns, action, arg in specs]
+        return [_Rule(i, *spec) for i, spec in enumerate(specs)]
+
+    def rules_for(self, ch: str) -> tuple:
+        """The rules (in order) whose match can start with character ``ch`` (cached per character)."""
+        rules = self.dispatch.get(ch)
         if rules is None:
-            if not _RULES:
-                _RULES[:] = [_Rule(i, *spec) for i, spec in enumerate(_RULE_SPECS)]  # replaced whole: thread-safe
-            rules = tuple((r.patterns, r) for r in _RULES if r.first(key))
-            _DISPATCH[key] = rules
-        _DISPATCH[ch] = rules
-    return rules
+            key = ch if ch <= "\uffff" else "\U00010000"  # every astral character behaves alike
+            rules = self.dispatch.get(key)
+            if rules is None:
+                if not self.rules:
+                    self.rules = self._build()  # replaced whole: thread-safe
+                rules = tuple((r.patterns, r) for r in self.rules if r.first(key))
+                self.dispatch[key] = rules
+            self.dispatch[ch] = rules
+        return rules
+
+
+#: The full rules (any text) and the same rules for ASCII text (a text of ASCII characters only).
+_FULL_RULES = _RuleSet(False)
+_ASCII_RULES = _RuleSet(True)
 
 
 _ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
 #: An ASCII word followed by a space or a line end: whatever rule wins there, the token is the word,
 #: except for the "cannot" and "gonna" rules, which split it.
-_FAST_WORD = re.compile("[A-Za-z]+(?=[ \n])")
+#: (also when the word is followed by a possessive ``'s`` and a space or line end: the rule WORD REDAUX then
+#: matches longest, or ties with a later rule, and gives the word)
+#: And when it is followed by a period and a line end, unless it is one letter or an abbreviation (see
+#: _plain_line): the period then cannot join the word in any rule.
+_FAST_WORD = re.compile("[A-Za-z]+(?=[ \n]|'s[ \n]|\\.\n)")
+#: A possessive ``'s`` followed by a space or line end: the REDAUX rule with its one-character trailing
+#: context matches longest (3), its token is ``'s``.
+_FAST_POSSESSIVE = re.compile("'s(?=[ \n])")
 _SPACES = re.compile(SPACE + "+")
 _ASSIMILATIONS = frozenset(["cannot", "gonna", "gotta", "lemme", "gimme", "wanna"])
 _NL_TOKEN = "\n"  # stands for the lexer's *NL* token
 
 
-def _scan(text: str, pos: int, stop: int, out: list, astral: bool) -> int:
+def _big_class_members() -> list:
+    """Sorted, merged code point ranges [(lo, hi)...] of the Unicode classes that :class:`_RuleSet` cuts
+    down to ASCII: ``[:letter:]``, ``[:digit:]``, ``[:uppercase:]`` and the extra letter characters."""
+    ranges = []
+    for table in (_LETTER_RANGES, _DIGIT_RANGES, _UPPER_RANGES):
+        for item in table.split():
+            lo, _, hi = item.partition("-")
+            ranges.append((int(lo, 16), int(hi or lo, 16)))
+    extra = _LETTER_EXTRA
+    i = 0
+    while i < len(extra):  # a class body: characters and "a-b" ranges (no escapes left)
+        if i + 2 < len(extra) and extra[i + 1] == "-":
+            ranges.append((ord(extra[i]), ord(extra[i + 2])))
+            i += 3
+        else:
+            ranges.append((ord(extra[i]), ord(extra[i])))
+            i += 1
+    ranges.sort()
+    merged = [list(ranges[0])]
+    for lo, hi in ranges[1:]:
+        if lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return merged
+
+
+_BIG_STARTS: list = []
+_BIG_ENDS: list = []
+_IN_BIG_CLASS: dict = {}
+
+
+def _text_kind(text: str) -> tuple:
+    """(rules_for, astral) for scanning ``text``: the ASCII rules if no character of the text is a non-ASCII
+    member of the cut-down classes (they then match exactly as the full rules), else the full rules; and
+    whether the text has characters outside the BMP (lengths are then compared in UTF-16 code units)."""
+    if text.isascii():  # O(1) in CPython
+        return _ASCII_RULES.rules_for, False
+    if not _BIG_STARTS:
+        members = _big_class_members()
+        _BIG_ENDS[:] = [hi for _lo, hi in members]
+        _BIG_STARTS[:] = [lo for lo, _hi in members]
+    full = False
+    memo = _IN_BIG_CLASS
+    for ch in set(text):
+        if ch > "\x7f":
+            inside = memo.get(ch)
+            if inside is None:
+                k = bisect.bisect_right(_BIG_STARTS, ord(ch)) - 1
+                inside = memo[ch] = k >= 0 and ord(ch) <= _BIG_ENDS[k]
+            if inside:
+                full = True
+                break
+    return (_FULL_RULES if full else _ASCII_RULES).rules_for, _ASTRAL.search(text) is not None
+
+
+def _scan(text: str, pos: int, stop: int, out: list, kind: tuple | None = None) -> int:
     """Append to ``out`` the tokens of ``text`` from ``pos`` until a token ends at or after ``stop``
-    (a newline token at ``stop`` included); return the position reached. Lengths are compared in UTF-16
-    code units when the text has characters outside the BMP, as in the Java lexer."""
+    (a newline token at ``stop`` included); return the position reached. ``kind``: ``_text_kind(text)``
+    (computed if None). Lengths are compared in UTF-16 code units when the text has characters outside
+    the BMP, as in the Java lexer."""
     n = len(text)
+    rules_for, astral = kind or _text_kind(text)
     fast_word = _FAST_WORD.match
+    fast_possessive = _FAST_POSSESSIVE.match
     spaces = _SPACES.match
     while pos < n:
         ch = text[pos]
@@ -533,16 +672,23 @@ def _scan(text: str, pos: int, stop: int, out: list, astral: bool) -> int:
                 return pos
             continue
         m = fast_word(text, pos)
-        if m is not None and m.group().lower() not in _ASSIMILATIONS:
+        if (m is not None and m.group().lower() not in _ASSIMILATIONS
+                and (text[m.end()] != "." or not _dotted_abbrev(m.group()))):
             # An ASCII word followed by a space or line end is a token by itself in every rule.
             out.append(m.group())
             pos = m.end()
             if pos >= stop:
                 return pos
             continue
+        if ch == "'" and fast_possessive(text, pos) is not None:
+            out.append("'s")
+            pos += 2
+            if pos >= stop:
+                return pos
+            continue
         best_len = 0
         best = best_m = None
-        for patterns, rule in _rules_for(ch):
+        for patterns, rule in rules_for(ch):
             for pat in patterns:
                 m = pat.match(text, pos)
                 if m is not None:
@@ -698,7 +844,7 @@ def _line_tokens(caption: str, following: str) -> list:
     is the rest of the Java input after the caption's line end."""
     text = caption + "\n" + following
     out: list = []
-    _scan(text, 0, len(caption), out, _ASTRAL.search(text) is not None)
+    _scan(text, 0, len(caption), out)
     return out
 
 
@@ -706,7 +852,7 @@ def raw_tokens(text: str) -> list[str]:
     """The Java lexer's tokens for ``text`` (one caption, as is: no line-break replacement), before
     lower-casing and punctuation removal; a line end inside ``text`` gives a ``"\\n"`` token. For tests."""
     out: list = []
-    _scan(text, 0, len(text), out, _ASTRAL.search(text) is not None)
+    _scan(text, 0, len(text), out)
     return out
 
 
@@ -743,6 +889,17 @@ _PLAIN_SPECIAL = re.compile(r"(?<![a-z-])(?:cannot|gonna|gotta|lemme|gimme|wanna
 _ABBREV_MEMO: dict = {}
 
 
+def _dotted_abbrev(word: str) -> bool:
+    """Is ``word`` (ASCII letters) followed by a period a one-letter acronym or an abbreviation, whose
+    tokens may depend on what follows?"""
+    abbrev = _ABBREV_MEMO.get(word)
+    if abbrev is None:
+        if len(_ABBREV_MEMO) > 100_000:
+            _ABBREV_MEMO.clear()
+        abbrev = _ABBREV_MEMO[word] = len(word) == 1 or _PLAIN_ABBREV.fullmatch(word + ".") is not None
+    return abbrev
+
+
 def _plain_line(caption: str):
     """Output line of a plain caption (see :data:`_PLAIN`), or None if the caption is not plain."""
     if _PLAIN.fullmatch(caption) is None:
@@ -752,14 +909,105 @@ def _plain_line(caption: str):
         return None
     if _PLAIN_LETTER_DOT.search(caption):
         for w in _PLAIN_DOTTED.findall(caption):
-            abbrev = _ABBREV_MEMO.get(w)
-            if abbrev is None:
-                if len(_ABBREV_MEMO) > 100_000:
-                    _ABBREV_MEMO.clear()
-                abbrev = _ABBREV_MEMO[w] = len(w) == 1 or _PLAIN_ABBREV.fullmatch(w + ".") is not None
-            if abbrev:
+            if _dotted_abbrev(w):
                 return None
     return " ".join(_PLAIN_WORDS.findall(low))
+
+
+#: Batch form of the plain-caption test (:func:`_plain_batch`), on the batch's captions joined by line ends:
+#: a character that is not allowed, a punctuation mark not followed by a space or line end, a hyphen not
+#: between two letters, or an apostrophe that does not start a chunk ``'s`` (between spaces or line ends).
+#: (One leading class, so that ``re`` skips letters and spaces quickly.)
+_PLAIN_VIOLATION = re.compile(
+    r"[^A-Za-z \n](?:(?<=[^A-Za-z .,;:!?\n'-])|(?<=[.,;:!?])[^ \n]|(?<=-)(?:[^A-Za-z]|(?<![A-Za-z]-))"
+    r"|(?<=')(?:(?<![ \n]')|(?!s[ \n])))")
+#: _PLAIN_SPECIAL without its look-behind (checked by hand on each rare hit), on lower case; one pattern per
+#: doubled letter, so that ``re`` looks for that literal pair only.
+_PLAIN_SPECIAL_AHEAD = [re.compile(r"nn(?:(?<=cann)ot|(?<=gonn)a|(?<=wann)a)(?![a-z-])"),
+                        re.compile(r"tt(?<=gott)a(?![a-z-])"), re.compile(r"mm(?:(?<=lemm)e|(?<=gimm)e)(?![a-z-])")]
+_LOWER_OR_HYPHEN = frozenset("abcdefghijklmnopqrstuvwxyz-")
+#: On the reversed text: a period and the letters before it (reversed), as _PLAIN_DOTTED finds them.
+_DOT_WORDS_REVERSED = re.compile(r"\.([A-Za-z]+)")
+_DELETE_PUNCT = str.maketrans("", "", ".,;:!?")
+_SPACE_RUN = re.compile("  +")
+_FEW_LINES = 500
+_REV_ABBREV_MEMO: dict = {}
+
+
+def _plain_batch(texts: list, cache: dict) -> None:
+    """Put in ``cache`` (raw caption -> output line) the output line of every plain caption among ``texts``
+    (distinct raw captions); the others are left out. Plain: as for :func:`_plain_line` (same lines), and
+    also with chunks ``'s`` (a possessive split off, as in Flickr8k's "a person 's hand": the lexer's
+    token ``'s``, kept by pycocoevalcap, whatever the chunks around it). Done with a few passes of ``re``
+    and ``str`` methods over all captions joined by line ends, instead of caption by caption."""
+    big = "\n".join(texts)
+    if not big.isascii():
+        texts = list(filter(str.isascii, texts))
+        big = "\n".join(texts)
+    if big.count("\n") != len(texts) - 1:
+        texts = [t for t in texts if "\n" not in t]
+        big = "\n".join(texts)
+    if not texts:
+        return
+    # The captions as the Java wrapper writes them (_prepare: stripped; the line breaks inside a caption
+    # are left, and make it not plain); line k is big[starts[k]:starts[k + 1] - 1].
+    stripped = list(map(str.strip, texts))
+    big = "\n" + "\n".join(stripped) + "\n"
+    starts = list(itertools.accumulate(map(operator.add, map(len, stripped), itertools.repeat(1)), initial=1))
+    find_line = bisect.bisect_right
+    bad = set()
+    search = _PLAIN_VIOLATION.search
+    m = search(big)
+    while m is not None:
+        k = find_line(starts, m.start()) - 1
+        bad.add(k)
+        m = search(big, starts[k + 1])
+    low = big.lower()
+    for pattern in _PLAIN_SPECIAL_AHEAD:
+        for m in pattern.finditer(low):
+            p = m.start() - 2  # the word's start: the doubled letter is its third and fourth
+            if low[p - 1] not in _LOWER_OR_HYPHEN:  # p >= 1: big starts with a line end
+                bad.add(find_line(starts, p) - 1)
+    # Periods after a single letter or an abbreviation: found on the reversed text, where the word
+    # before a period follows it.
+    rev = big[::-1]
+    memo = _REV_ABBREV_MEMO
+    abbrevs = []
+    for w in set(_DOT_WORDS_REVERSED.findall(rev)):
+        abbrev = memo.get(w)
+        if abbrev is None:
+            if len(memo) > 100_000:
+                memo.clear()
+            abbrev = memo[w] = len(w) == 1 or _PLAIN_ABBREV.fullmatch(w[::-1] + ".") is not None
+        if abbrev:
+            abbrevs.append(w)
+    if abbrevs:
+        last = len(big) - 1
+        pattern = re.compile(r"\.(?:" + "|".join(map(re.escape, abbrevs)) + ")(?![A-Za-z])")
+        for m in pattern.finditer(rev):
+            bad.add(find_line(starts, last - m.start()) - 1)
+    out = low.translate(_DELETE_PUNCT)  # plain lines: words separated by spaces, perhaps several, or at the ends
+    # Lines with several spaces in a row or a space at an end (after a lone punctuation mark): fixed one by
+    # one when they are few, else by passes over the whole text.
+    found = []
+    many = False
+    for needle, shift in (("  ", 0), (" \n", 0), ("\n ", 1)):
+        i = out.find(needle)
+        while i >= 0 and not many:
+            found.append(i + shift)
+            many = len(found) > _FEW_LINES
+            i = out.find(needle, i + 1)
+    if many:
+        out = _SPACE_RUN.sub(" ", out).replace(" \n", "\n").replace("\n ", "\n")
+    lines = out.split("\n")  # lines[k + 1]: line k
+    if found and not many:
+        line_starts = list(itertools.accumulate(map(operator.add, map(len, lines), itertools.repeat(1)), initial=0))
+        for k in {find_line(line_starts, p) - 1 for p in found}:
+            lines[k] = " ".join(lines[k].split())
+    keep = [True] * len(texts)
+    for k in bad:
+        keep[k] = False
+    cache.update(itertools.compress(zip(texts, itertools.islice(lines, 1, None)), keep))
 
 
 def tokenize(texts: Sequence[str]) -> list[str]:
@@ -792,14 +1040,15 @@ def tokenize(texts: Sequence[str]) -> list[str]:
     if not n:
         return []
     cache = _CACHE
-    result: list = [None] * n
-    todo = []
-    for i, t in enumerate(texts):
-        line = cache.get(t)
-        if line is None:
-            todo.append(i)
-        else:
-            result[i] = line
+    result: list = list(map(cache.get, texts))
+    if None not in result:
+        return result
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    missing = itertools.compress(texts, map(operator.is_, result, itertools.repeat(None)))
+    _plain_batch(list(dict.fromkeys(missing)), cache)  # plain captions: all at once
+    result = list(map(cache.get, texts))
+    todo = [i for i, line in enumerate(result) if line is None]
     if not todo:
         return result
     prepared: list = [None] * n + [SENTINEL]
@@ -812,9 +1061,7 @@ def tokenize(texts: Sequence[str]) -> list[str]:
                 c.encode("utf-8")  # a lone surrogate raises, as in the Java path
         return c
 
-    if len(cache) >= _CACHE_MAX:
-        cache.clear()
-    whole = ends = whole_astral = None  # the whole Java input, built only if a tag may span lines
+    whole = ends = whole_kind = None  # the whole Java input, built only if a tag may span lines
     for i in todo:
         if result[i] is not None:  # done with a multi-line tag
             continue
@@ -847,17 +1094,17 @@ def tokenize(texts: Sequence[str]) -> list[str]:
             for k in range(n):
                 prep(k)
             whole = "\n".join(prepared)
+            whole_kind = _text_kind(whole)
             ends = []
             acc = -1
             for c in prepared:
                 acc += len(c) + 1
                 ends.append(acc)
-            whole_astral = _ASTRAL.search(whole) is not None
         j, pos, out = i, ends[i] - len(caption), []
         while True:
             stop = ends[j]
             if pos < stop:
-                pos = _scan(whole, pos, stop, out, whole_astral)
+                pos = _scan(whole, pos, stop, out, whole_kind)
             if pos == stop and (j + 1 == n or not _may_span_lines(prepared[j + 1])):
                 break
             if j + 1 == n:
