@@ -24,6 +24,8 @@ from django.utils import timezone
 from kombu.exceptions import ChannelError
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
+from crowd.models import Dataset
+
 from .models import MetricRun, UploadJob
 from . import pipeline
 from .scorers import base, meteor, registry
@@ -47,6 +49,11 @@ def start_run(self, run_id: int) -> int:
     try:
         pipeline.tokenize_dataset(run.dataset)
         missing = pipeline.missing_units(run)
+        if missing and not current_app.conf.task_always_eager and \
+                registry.METRICS[run.metric].level == "caption":
+            # the other worker processes read the dataset's tokens while this one builds the table
+            for _ in range(pipeline.metric_workers() - 1):
+                warm_dataset.delay(run.dataset_id)
         if missing:
             pipeline.prepare_document_frequency(run)
         size = pipeline.chunk_size(len(missing))
@@ -58,6 +65,21 @@ def start_run(self, run_id: int) -> int:
     if not parts:
         pipeline.report_progress(run.refresh_progress())
     return len(parts)
+
+
+@shared_task(name="metrics.warm_dataset", ignore_result=True)
+def warm_dataset(dataset_id: int) -> int:
+    """Read a dataset's tokens, images and references into this worker process's cache
+    (:func:`metrics.pipeline.dataset_tokens`) ahead of its chunks; returns the number of captions.
+
+    ``start_run`` queues one per other worker process (``METRICS_WORKERS - 1``) before it builds the
+    run's document-frequency table, so that idle workers load the dataset meanwhile instead of on
+    their first chunk. Best effort: a failure is logged, never retried (the chunk loads what it needs)."""
+    try:
+        return len(pipeline.dataset_tokens(Dataset.objects.get(pk=dataset_id)).tokens)
+    except Exception:  # noqa: BLE001 - an optimisation only
+        log.exception("warming the token cache of dataset %s failed", dataset_id)
+        return 0
 
 
 @shared_task(bind=True, max_retries=MAX_RETRIES, acks_late=True)

@@ -316,3 +316,15 @@ def test_sqlite_fallback_stores_counts_and_keeps_nan(tmp_path):
     assert out["first"] == [50, 50] and out["again"][:2] == [0, 0] and sum(out["again"]) == total - 100
     assert out["status"] == "done" and out["completed"] == out["count"] == out["distinct"] == total
     assert out["df"] and out["sets"] == [2, 0] and out["set_values"] == [None, 0.5]
+
+
+def test_warm_dataset_fills_the_token_cache_and_never_raises(subset, caplog):
+    from crowd.models import Caption
+
+    pipeline.clear_caches()
+    assert not pipeline._token_cache
+    assert tasks.warm_dataset(subset.pk) == Caption.objects.filter(system__dataset=subset).count() > 0
+    (entry,) = pipeline._token_cache.values()
+    assert entry is pipeline.dataset_tokens(subset)  # the chunk's own read is now a cache hit
+    assert tasks.warm_dataset(10 ** 9) == 0  # no such dataset: logged, not raised
+    assert "warming the token cache of dataset" in caplog.text
