@@ -235,9 +235,13 @@ def plan_runs(
             if run.total != total or force:
                 run.total = total
                 run.status = MetricRun.PENDING
+                fields = ["total", "status", "document_frequency"]
                 if not isinstance(params.get("document_frequency"), dict):
                     run.document_frequency = None  # built again from the dataset by start_run
-                run.save(update_fields=["total", "status", "document_frequency"])
+                if force:  # timed afresh: the runs table's seconds are this computation's, not since the first
+                    run.started_at = run.finished_at = None
+                    fields += ["started_at", "finished_at"]
+                run.save(update_fields=fields)
             runs.append(run)
     return [r.refresh_progress() if r.status != MetricRun.DONE else r for r in runs]
 

@@ -73,8 +73,12 @@ def test_rerun_is_idempotent_and_force_recomputes(subset):
     assert MetricRun.objects.filter(dataset=subset).count() == 2
     assert MetricScore.objects.filter(run=run).count() == len(first)
     tokenised = CaptionTokens.objects.count()
+    run.refresh_from_db()
+    first_start = run.started_at
     run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_4", "--force", "--wait")
     assert stored(run) == first
+    run.refresh_from_db()  # timed afresh: started again, not counted from the first computation
+    assert run.started_at > first_start and run.finished_at >= run.started_at
     assert CaptionTokens.objects.count() == tokenised
 
 
