@@ -44,7 +44,7 @@ longer than ``--timeout`` is stopped (workers killed, queue purged) and listed. 
 on exit, also on Ctrl-C (exit status 130) and SIGTERM.
 
 Run: .venv/bin/python benchmarks/metric_scale.py [--sizes 1000 10000 100000 | --quick] [--workers 1 2]
-     [--metrics cider_d self_cider vifidel] [--chunk-size 1000] [--repeat 3] [--budget 1200] [--timeout 1800]
+     [--metrics cider_d self_cider vifidel] [--chunk-size 5000] [--repeat 3] [--budget 1200] [--timeout 1800]
      [--database-url postgres://...] [--broker redis://...] [--json FILE] [--logs DIR]
 Needs PostgreSQL (default database ``captioneval_scale`` on 127.0.0.1, created if missing), Redis
 and Java.
@@ -694,8 +694,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="smoke run: size 1000 only (unless --sizes is given)")
     ap.add_argument("--metrics", nargs="+", choices=METRICS, default=list(METRICS))
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], metavar="W", help="worker counts (default 1 2)")
-    ap.add_argument("--chunk-size", type=int, default=1000,
-                    help="METRICS_CHUNK_SIZE of the workers, the largest chunk (default 1000)")
+    ap.add_argument("--chunk-size", type=int, default=5000,
+                    help="METRICS_CHUNK_SIZE of the workers, the largest chunk (default 5000, as in the settings)")
     ap.add_argument("--budget", type=float, default=1200.0,
                     help="skip a measurement predicted to take longer than this many seconds (default 1200)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="stop a measurement after this many seconds")

@@ -263,7 +263,7 @@ IMPORT_MAX_REFERENCES_PER_IMAGE = int(os.environ.get("IMPORT_MAX_REFERENCES_PER_
 
 # --- Metrics ------------------------------------------------------------------------------------
 # Number of units (candidate captions, caption sets or systems) one Celery task scores.
-METRICS_CHUNK_SIZE = int(os.environ.get("METRICS_CHUNK_SIZE", "1000"))
+METRICS_CHUNK_SIZE = int(os.environ.get("METRICS_CHUNK_SIZE", "5000"))
 # Celery worker processes that score metric chunks (all workers together): a run is cut into about
 # 4 chunks per worker, at most METRICS_CHUNK_SIZE units each (metrics.pipeline.chunk_size); unset =
 # this machine's CPU count, Celery's default concurrency for one worker

@@ -304,6 +304,9 @@ CHUNKS_PER_WORKER = 4
 #: smallest chunk ``chunk_size`` makes (unless METRICS_CHUNK_SIZE is smaller): below this, the per-chunk
 #: cost outweighs what a further split gains.
 MIN_CHUNK_SIZE = 100
+#: largest chunk of an in-process run (no broker): the chunks run one after the other, so their size only
+#: sets how often the progress bar moves and bounds a scorer's memory.
+EAGER_CHUNK_SIZE = 1000
 
 
 def metric_workers() -> int:
@@ -332,12 +335,14 @@ def chunk_size(units: int, workers: int | None = None, eager: bool | None = None
     :func:`metric_workers`) about ``CHUNKS_PER_WORKER`` chunks and a large one is cut into chunks of
     ``METRICS_CHUNK_SIZE`` (the lower bound is ``min(MIN_CHUNK_SIZE, METRICS_CHUNK_SIZE)``). In-process
     (``eager``, default ``settings.CELERY_TASK_ALWAYS_EAGER``: no broker) the chunks run one after the
-    other in this process, so the fewest chunks are fastest: ``METRICS_CHUNK_SIZE`` (which also bounds
-    the memory a chunk's scorer uses and sets how often the progress bar moves)."""
+    other in this process: ``min(METRICS_CHUNK_SIZE, EAGER_CHUNK_SIZE)``, which bounds the memory a
+    chunk's scorer uses and sets how often the progress bar moves. ``METRICS_CHUNK_SIZE`` defaults to
+    5,000: with 1,000 the fixed cost of a task (message, transaction, one INSERT and one UPDATE) was a
+    third of a CIDEr-D chunk's time on PostgreSQL (benchmarks/metric_scale.py)."""
     upper = max(1, int(settings.METRICS_CHUNK_SIZE))
     eager = settings.CELERY_TASK_ALWAYS_EAGER if eager is None else eager
     if eager:
-        return upper
+        return min(upper, EAGER_CHUNK_SIZE)
     workers = metric_workers() if workers is None else max(1, workers)
     return max(min(MIN_CHUNK_SIZE, upper), min(upper, math.ceil(units / (workers * CHUNKS_PER_WORKER))))
 

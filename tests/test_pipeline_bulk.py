@@ -232,6 +232,11 @@ def test_chunk_sizes_use_every_worker_for_small_runs_and_cap_large_ones(settings
     assert pipeline.chunk_size(1000, workers=2, eager=False) == 125
     assert pipeline.chunk_size(230, workers=2, eager=False) == 100  # the lower bound
     assert pipeline.chunk_size(5664, eager=True) == 1000  # in-process: the largest chunks
+    settings.METRICS_CHUNK_SIZE = 5000  # the default: workers get larger chunks, in-process ones stay at 1000
+    assert pipeline.chunk_size(100_000, workers=2, eager=False) == 5000
+    assert pipeline.chunk_size(5664, workers=2, eager=False) == 708
+    assert pipeline.chunk_size(5664, eager=True) == pipeline.EAGER_CHUNK_SIZE == 1000
+    settings.METRICS_CHUNK_SIZE = 1000
     settings.METRICS_CHUNK_SIZE = 20  # a small METRICS_CHUNK_SIZE bounds the lower bound too
     assert pipeline.chunk_size(5664, workers=2, eager=False) == 20
     assert pipeline.chunk_size(30, workers=2, eager=False) == 20
