@@ -37,14 +37,20 @@ def _read_captions(data_dir: Path) -> dict[str, str]:
     return captions
 
 
-@functools.lru_cache(maxsize=None)
-def _load(data_dir: str) -> tuple[ExpertPair, ...]:
-    root = Path(data_dir)
-    captions = _read_captions(root)
+def references_by_image(captions: dict[str, str]) -> dict[str, list[tuple[int, str]]]:
+    """Flickr8k caption id ``<image>#<k>`` -> text, regrouped as image -> [(k, text), ...]."""
     refs_of: dict[str, list[tuple[int, str]]] = {}
     for cap_id, text in captions.items():
         image, _, k = cap_id.rpartition("#")
         refs_of.setdefault(image, []).append((int(k), text))
+    return refs_of
+
+
+@functools.lru_cache(maxsize=None)
+def _load(data_dir: str) -> tuple[ExpertPair, ...]:
+    root = Path(data_dir)
+    captions = _read_captions(root)
+    refs_of = references_by_image(captions)
     pairs = []
     with open(root / "ExpertAnnotations.txt", encoding="utf-8") as fh:
         for line in fh:

@@ -275,14 +275,11 @@ def _crowdflower_inputs():
     from pathlib import Path
 
     from metrics.scorers.tokenizer import ptb_tokenize
-    from tests.flickr8k_data import DATA_DIR, _read_captions
+    from tests.flickr8k_data import DATA_DIR, _read_captions, references_by_image
 
     root = Path(DATA_DIR)
     captions = _read_captions(root)
-    refs_of: dict[str, list[tuple[int, str]]] = {}
-    for cap_id, text in captions.items():
-        image, _, k = cap_id.rpartition("#")
-        refs_of.setdefault(image, []).append((int(k), text))
+    refs_of = references_by_image(captions)
     pairs = []
     with open(root / "CrowdFlowerAnnotations.txt", encoding="utf-8") as fh:
         for line in fh:
