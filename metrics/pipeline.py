@@ -580,11 +580,6 @@ def _load_document_frequency(table_id: int):
     return DocumentFrequency.from_json({"n_documents": n_documents, "counts": counts})
 
 
-def _document_frequency(run: MetricRun):
-    """Alias of :func:`run_document_frequency` (earlier name)."""
-    return run_document_frequency(run)
-
-
 def _document_frequency_for_sets(dataset: Dataset):
     """Document frequencies for set-level CIDEr-D kernels: one document per image with references
     (its reference set); for a dataset without references, one per image (all its captions)."""
