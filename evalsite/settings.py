@@ -165,7 +165,7 @@ CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 if CELERY_TASK_ALWAYS_EAGER:
     # Celery still takes a producer for an eager task; with no URL kombu picks AMQP on localhost and
     # warns "No hostname was supplied" on the console. The in-memory transport connects to nothing.
-    CELERY_BROKER_URL = "memory://"
+    CELERY_BROKER_URL = "memory://localhost/"
 # With a broker: once a dataset's last metric run is done, queue the reports its pages read
 # (analysis.warm.refresh_after_run). REPORTS_AFTER_METRIC_RUNS=0 leaves them to the first visit.
 REPORTS_AFTER_METRIC_RUNS = os.environ.get("REPORTS_AFTER_METRIC_RUNS", "1") == "1"
