@@ -1,0 +1,1 @@
+"""The subcommands of ``captioneval`` (:mod:`captioneval.cli`), one module each."""

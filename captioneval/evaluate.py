@@ -1,0 +1,267 @@
+"""``captioneval.evaluate``: per-caption and corpus scores of captions against references.
+
+The metrics are the platform's own metric objects (:mod:`metrics.scorers.registry`; BLEU-1..4,
+ROUGE-L and CIDEr-D vectorised and equal to pycocoevalcap per caption, METEOR 1.5 through
+pycocoevalcap's jar), the captions PTB-tokenised as the COCO caption evaluation does
+(:func:`metrics.scorers.tokenizer.ptb_tokenize`, pure Python by default). Corpus scores are the ones
+pycocoevalcap's ``COCOEvalCap`` reports for the same captions (:mod:`metrics.scorers.corpus`):
+
+* BLEU-n: ``BleuScorer.compute_score`` on statistics summed over the captions (not the mean of
+  sentence BLEU);
+* METEOR: the jar's aggregate of the summed statistics (not the mean of per-caption METEOR);
+* ROUGE-L, CIDEr-D and every other caption-level metric: the mean of the per-caption scores
+  (CIDEr-D's document frequencies are those of the evaluated references, one document per caption).
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import _metrics
+from .errors import InputError, MetricError
+
+#: the COCO caption metrics, in pycocoevalcap's order (``captioneval evaluate``'s default)
+COCO_METRICS = ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider_d")
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` returns.
+
+    Attributes
+    ----------
+    ids : n caption ids (the keys of a mapping given to :func:`evaluate`, ``ids``, or 0..n-1).
+    candidates : the n raw candidate captions.
+    tokens : the n PTB-tokenised candidates the metrics scored.
+    metrics : metric keys computed, in the order asked.
+    scores : key -> float64 ndarray (n,), one score per candidate (NaN where undefined).
+    corpus : key -> corpus score (float; see the module docstring for how each is computed).
+    corpus_methods : key -> one sentence saying how the corpus score is computed.
+    signatures : key -> the metric's signature (name, key, version, level, parameters), as
+        :meth:`metrics.scorers.base.Metric.signature`; ``signature_strings`` the sacrebleu-style form.
+    names : key -> the field's name of the metric (``BLEU-4``, ``CIDEr-D``).
+    skipped : key -> why a default metric was not computed (METEOR without Java).
+    tokenizer : name and version of the tokenizer (``ptb/<version>``).
+    """
+
+    ids: list
+    candidates: list[str]
+    tokens: list[str]
+    metrics: list[str]
+    scores: dict[str, np.ndarray]
+    corpus: dict[str, float]
+    corpus_methods: dict[str, str]
+    signatures: dict[str, dict]
+    signature_strings: dict[str, str]
+    names: dict[str, str]
+    skipped: dict[str, str] = field(default_factory=dict)
+    tokenizer: str = ""
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per caption: ``{"id", "caption", <metric key>: score or None}``."""
+        out = []
+        for i, (ident, caption) in enumerate(zip(self.ids, self.candidates)):
+            row = {"id": ident, "caption": caption}
+            for key in self.metrics:
+                value = float(self.scores[key][i])
+                row[key] = value if math.isfinite(value) else None
+            out.append(row)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable: ``{"corpus": {key: {"name", "score", "method", "signature",
+        "signature_string"}}, "skipped": {...}, "tokenizer": str, "n_captions": n,
+        "captions": rows()}`` (NaN becomes None)."""
+        return {
+            "corpus": {key: {"name": self.names[key], "score": _finite(self.corpus[key]),
+                             "method": self.corpus_methods[key], "signature": self.signatures[key],
+                             "signature_string": self.signature_strings[key]} for key in self.metrics},
+            "skipped": dict(self.skipped),
+            "tokenizer": self.tokenizer,
+            "n_captions": len(self.ids),
+            "captions": self.rows(),
+        }
+
+    def table(self) -> str:
+        """The corpus scores as a plain-text table: metric, score (4 decimals), signature."""
+        lines = [f"{'metric':<10} {'corpus':>8}  signature"]
+        for key in self.metrics:
+            value = self.corpus[key]
+            shown = f"{value:8.4f}" if math.isfinite(value) else f"{'n/a':>8}"
+            lines.append(f"{self.names[key]:<10} {shown}  {self.signature_strings[key]}")
+        for key, reason in self.skipped.items():
+            lines.append(f"{key:<10} {'skipped':>8}  {reason}")
+        lines.append(f"{len(self.ids)} captions, tokenizer {self.tokenizer}")
+        return "\n".join(lines)
+
+
+def _finite(value: float):
+    return value if isinstance(value, float) and math.isfinite(value) else None
+
+
+def _inputs(candidates, references, ids) -> tuple[list, list[str], list[list[str]]]:
+    if isinstance(candidates, Mapping):
+        if not isinstance(references, Mapping):
+            raise InputError("references", "must be a mapping id -> reference captions when candidates is a mapping")
+        missing = [k for k in candidates if k not in references]
+        if missing:
+            raise InputError("references", f"no references for {len(missing)} candidate id(s), e.g. "
+                             + ", ".join(repr(k) for k in missing[:5]))
+        keys = list(candidates)
+        candidates, references = [candidates[k] for k in keys], [references[k] for k in keys]
+        ids = keys if ids is None else ids
+    if isinstance(candidates, (str, bytes)) or isinstance(references, (str, bytes)):
+        raise InputError("candidates", "must be a sequence of captions, not a single string")
+    candidates, references = list(candidates), list(references)
+    if len(candidates) != len(references):
+        raise InputError("references", f"{len(references)} reference lists for {len(candidates)} candidates; "
+                         "references[i] must hold the references of candidates[i]")
+    ids = list(range(len(candidates))) if ids is None else list(ids)
+    if len(ids) != len(candidates):
+        raise InputError("ids", f"{len(ids)} ids for {len(candidates)} candidates")
+    for i, caption in enumerate(candidates):
+        if not isinstance(caption, str):
+            raise InputError("candidates", f"candidate {ids[i]!r} is not a string ({type(caption).__name__})")
+    refs_out = []
+    for i, refs in enumerate(references):
+        if isinstance(refs, str) or not isinstance(refs, Sequence):
+            raise InputError("references", f"the references of {ids[i]!r} must be a list of strings")
+        if not refs:
+            raise InputError("references", f"candidate {ids[i]!r} has no reference caption")
+        if not all(isinstance(r, str) for r in refs):
+            raise InputError("references", f"a reference of {ids[i]!r} is not a string")
+        refs_out.append(list(refs))
+    return ids, candidates, refs_out
+
+
+def tokenize(texts: Sequence[str], implementation: str | None = None) -> list[str]:
+    """PTB-tokenise ``texts`` as one batch, exactly as pycocoevalcap's ``PTBTokenizer`` (lower case,
+    punctuation removed): :func:`metrics.scorers.tokenizer.ptb_tokenize`. ``implementation``:
+    ``"python"`` (default, no Java) or ``"java"`` (pycocoevalcap's Stanford jar)."""
+    from metrics.scorers.tokenizer import ptb_tokenize
+
+    return ptb_tokenize(list(texts), implementation)
+
+
+def _progress(iterable, enabled: bool, desc: str, total: int | None = None):
+    if not enabled:
+        return iterable
+    from tqdm import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, unit="metric", leave=False, file=sys.stderr, disable=None)  # None: off when stderr is not a terminal
+
+
+def evaluate(
+    candidates: Sequence[str] | Mapping[Any, str],
+    references: Sequence[Sequence[str]] | Mapping[Any, Sequence[str]],
+    metrics: Sequence[str] | None = None,
+    *,
+    ids: Sequence | None = None,
+    tokenized: bool = False,
+    tokenizer: str | None = None,
+    skip_unavailable: bool | None = None,
+    progress: bool = False,
+) -> Evaluation:
+    """Score each candidate caption against its references with caption-level metrics.
+
+    Parameters
+    ----------
+    candidates : n raw captions, or a mapping id -> caption (then ``references`` is a mapping with
+        the same ids).
+    references : n non-empty lists of raw reference captions (``references[i]`` for
+        ``candidates[i]``), or a mapping id -> list.
+    metrics : metric keys or group names (``"coco"``); default :data:`COCO_METRICS`. Caption level
+        only (set-level diversity measures: :func:`captioneval.diversity`).
+    ids : n ids reported with the scores (default the mapping's keys, else 0..n-1).
+    tokenized : True when the texts are already PTB-tokenised (lower case, tokens separated by
+        spaces); default False: both sides are tokenised here, each as one batch as pycocoevalcap does.
+    tokenizer : ``"python"`` (default) or ``"java"``.
+    skip_unavailable : skip, with the reason in :attr:`Evaluation.skipped`, metrics that cannot run
+        here (METEOR without Java or pycocoevalcap); default: True when ``metrics`` is None, False
+        when metrics are named (then such a metric raises).
+    progress : show a progress bar (tqdm, on stderr) over the metrics.
+
+    Returns
+    -------
+    :class:`Evaluation` (per-caption scores, corpus scores, signatures).
+
+    Raises
+    ------
+    InputError
+        lengths that differ, a candidate without references, non-string captions.
+    MetricError
+        an unknown metric, one of another level, or one that cannot run here (the reason says why:
+        e.g. METEOR without Java).
+    """
+    from metrics.scorers import base
+    from metrics.scorers.tokenizer import JAVA_VERSION, TOKENIZER_NAME, TOKENIZER_VERSION, ptb
+
+    ids, raw_candidates, raw_references = _inputs(candidates, references, ids)
+    keys = list(COCO_METRICS) if metrics is None else ([metrics] if isinstance(metrics, str) else list(metrics))
+    if not keys:
+        raise MetricError("no metric asked for")
+    skip = metrics is None if skip_unavailable is None else skip_unavailable
+    chosen, skipped = _metrics.resolve(keys, ("caption",), "captioneval.diversity (captioneval diversity)", skip)
+    for metric in chosen:
+        extra = metric.needs - {base.REFERENCES, base.DOCUMENT_FREQUENCY, base.JVM, base.WHOLE_CORPUS}
+        if extra:
+            raise MetricError(f"{metric.key} needs {', '.join(sorted(extra))}, which captioneval.evaluate does not "
+                              "provide; compute it on the platform (manage.py compute_metrics)")
+    if any(base.JVM in m.needs for m in chosen):  # start METEOR's JVM now: it loads while the rest runs
+        from metrics.scorers.meteor import prestart
+
+        prestart()
+    if tokenized:
+        cand_tokens, ref_tokens = raw_candidates, raw_references
+        version = "pre-tokenised"
+    else:
+        cand_tokens = tokenize(raw_candidates, tokenizer)
+        flat = tokenize([r for refs in raw_references for r in refs], tokenizer)
+        ref_tokens, at = [], 0
+        for refs in raw_references:
+            ref_tokens.append(flat[at:at + len(refs)])
+            at += len(refs)
+        version = f"{TOKENIZER_NAME}/" + {None: TOKENIZER_VERSION, "java": JAVA_VERSION}.get(tokenizer, ptb.PTB_PYTHON_VERSION)
+
+    scores, corpus, methods, cache = {}, {}, {}, {}
+    batch = base.Batch(candidates=cand_tokens, references=ref_tokens)
+    jvm_last = sorted(chosen, key=lambda m: base.JVM in m.needs)  # results keep the order asked
+    for metric in _progress(jvm_last, progress, "scoring", len(chosen)):
+        values = np.asarray(_metrics.run(metric, batch).values, dtype=np.float64)
+        scores[metric.key] = values
+        corpus[metric.key], methods[metric.key] = _corpus(metric, values, cand_tokens, ref_tokens, cache)
+    keys_done = [m.key for m in chosen]
+    return Evaluation(
+        ids=ids, candidates=raw_candidates, tokens=cand_tokens, metrics=keys_done, scores=scores, corpus=corpus,
+        corpus_methods=methods, signatures={m.key: m.signature() for m in chosen},
+        signature_strings={m.key: m.signature_string() for m in chosen}, names={m.key: m.name for m in chosen},
+        skipped=skipped, tokenizer=version,
+    )
+
+
+def _corpus(metric, values: np.ndarray, candidates: list[str], references: list[list[str]],
+            cache: dict) -> tuple[float, str]:
+    """(corpus score, how it is computed) of one metric, as pycocoevalcap computes it; ``cache`` keeps
+    the summed BLEU statistics (shared by BLEU-1..4) for one call of :func:`evaluate`."""
+    from metrics.scorers import corpus as corpus_stats
+
+    if not len(values):
+        return math.nan, "no caption"
+    stat = corpus_stats.corpus_statistic(metric.key, jvm=True)
+    if isinstance(stat, corpus_stats.BleuCorpus):
+        if "bleu" not in cache:
+            cache["bleu"] = corpus_stats.bleu_statistics(candidates, references).sum(axis=0)
+        sums = cache["bleu"]
+        return float(stat.score(sums)), stat.description
+    if isinstance(stat, corpus_stats.MeteorCorpus):
+        return float(stat.score(stat.statistics(candidates, references).sum(axis=0))), stat.description
+    finite = values[np.isfinite(values)]
+    mean = float(finite.mean()) if len(finite) else math.nan
+    if metric.key in ("rouge_l", "cider_d"):
+        return mean, (f"Mean of per-caption {metric.name} scores, as pycocoevalcap's corpus {metric.name}"
+                      + (" (document frequencies of the evaluated references)" if metric.key == "cider_d" else ""))
+    return mean, f"Mean of per-caption {metric.name} scores (NaN left out)."
