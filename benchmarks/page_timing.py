@@ -109,7 +109,8 @@ def setup_demo(campaign_images: int) -> None:
 
 def url_patterns():
     """Every URL pattern of the project as (reverse name, route, [argument names]); Django's admin
-    only by its index (``admin:index``)."""
+    only by its index (``admin:index``), the REST API (``/api/``, tested by tests/test_api_*.py,
+    its reports the pages' stored reports timed here) only by its schema (``api:schema``)."""
     from django.urls import URLResolver, get_resolver
 
     def walk(patterns, prefix, namespace):
@@ -117,6 +118,9 @@ def url_patterns():
             if isinstance(p, URLResolver):
                 if p.app_name == "admin":
                     yield "admin:index", prefix + str(p.pattern), []
+                    continue
+                if p.app_name == "api":
+                    yield "api:schema", prefix + str(p.pattern) + "schema/", []
                     continue
                 yield from walk(p.url_patterns, prefix + str(p.pattern), p.namespace or namespace)
             elif p.name:

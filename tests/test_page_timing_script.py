@@ -19,6 +19,7 @@ def test_every_url_pattern_has_an_example():
     assert {"analysis:index", "analysis:explorer", "crowd:campaign", "crowd:image-check", "metrics:compute",
             "admin:index"} <= names
     assert not [n for n in names if n.startswith("admin:") and n != "admin:index"]
+    assert not [n for n in names if n.startswith("api:") and n != "api:schema"] and "api:schema" in names
     fake = {"base": {a: "x" for a in page_timing.ARGUMENTS}, "per_name": {}, "campaign": "c"}
     missing = [(name, route) for name, route, args in patterns
                if page_timing.kwargs_for(name, route, args, fake) is None]
