@@ -110,7 +110,8 @@ def setup_demo(campaign_images: int) -> None:
 def url_patterns():
     """Every URL pattern of the project as (reverse name, route, [argument names]); Django's admin
     only by its index (``admin:index``), the REST API (``/api/``, tested by tests/test_api_*.py,
-    its reports the pages' stored reports timed here) only by its schema (``api:schema``)."""
+    its reports the pages' stored reports timed here) only by its schema and its docs page
+    (``api:schema``, ``api:docs``)."""
     from django.urls import URLResolver, get_resolver
 
     def walk(patterns, prefix, namespace):
@@ -121,6 +122,7 @@ def url_patterns():
                     continue
                 if p.app_name == "api":
                     yield "api:schema", prefix + str(p.pattern) + "schema/", []
+                    yield "api:docs", prefix + str(p.pattern) + "docs/", []
                     continue
                 yield from walk(p.url_patterns, prefix + str(p.pattern), p.namespace or namespace)
             elif p.name:
