@@ -20,6 +20,17 @@ SCRIPT = ROOT / "docs" / "examples" / "api_end_to_end.py"
 FILES = {"up-down": "Up-Down", "vinvl-base": "VinVL-base"}  # system -> its THumB results file
 
 
+def run_script(url, token, dataset, folder, out):
+    """Run the documented script as a researcher would: upload THumB's two systems from ``folder``
+    (scripts/thumb_as_coco.py's files) as ``dataset``, compute BLEU-4, write the leaderboard to ``out``."""
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--url", url, "--token", token, "--dataset", dataset,
+         "--annotations", str(folder / "captions_thumb.json"),
+         *[a for name, file in FILES.items() for a in ("--results", f"{name}={folder / f'results_{file}.json'}")],
+         "--metric", "bleu_4", "--out", str(out), "--timeout", "600"],
+        capture_output=True, text=True, timeout=900)
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("inline_bytes", [1024 * 1024, 20000], ids=["inline", "background-import"])
 def test_the_documented_script_uploads_computes_and_downloads_the_leaderboard(live_server, tmp_path, settings,
@@ -33,13 +44,7 @@ def test_the_documented_script_uploads_computes_and_downloads_the_leaderboard(li
     staff = User.objects.create_user("researcher", password="pw", is_staff=True)
     token = Token.objects.create(user=staff).key
     out = tmp_path / "leaderboard.json"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--url", live_server.url, "--token", token, "--dataset", "thumb-api",
-         "--annotations", str(tmp_path / "captions_thumb.json"),
-         "--results", f"up-down={tmp_path / 'results_Up-Down.json'}",
-         "--results", f"vinvl-base={tmp_path / 'results_VinVL-base.json'}",
-         "--metric", "bleu_4", "--out", str(out), "--timeout", "600"],
-        capture_output=True, text=True, timeout=900)
+    proc = run_script(live_server.url, token, "thumb-api", tmp_path, out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     board = json.loads(out.read_text())
     assert set(board["systems"]) == {"up-down", "vinvl-base"}
@@ -64,63 +69,23 @@ def test_the_documented_script_against_a_server_with_a_real_celery_worker(tmp_pa
     """The production shape: the web server (runserver) with a broker (Redis), a real Celery worker.
     Every upload goes through an import job (API_INLINE_IMPORT_BYTES=20000), the runs and the
     leaderboard report are computed by the worker; the script's leaderboard is the leaderboard code's."""
-    import os
-    import signal
-    import socket
-    import time
-    import uuid
-
-    import httpx
     from django.contrib.auth.models import User
     from rest_framework.authtoken.models import Token
 
     from api.models import ImportJob
 
-    from .test_celery_worker import BROKER, database_url
+    from .servers import web_and_worker
 
     subprocess.run([sys.executable, str(ROOT / "scripts" / "thumb_as_coco.py"), str(tmp_path)], check=True,
                    capture_output=True)
     staff = User.objects.create_user("researcher", password="pw", is_staff=True)
     token = Token.objects.create(user=staff).key
-    env = dict(os.environ, DATABASE_URL=database_url(), CELERY_BROKER_URL=BROKER, CELERY_QUEUE=f"test-{uuid.uuid4().hex}",
-               API_INLINE_IMPORT_BYTES="20000", API_RATE_LIMIT="0", DJANGO_DEBUG="0", REPORTS_AFTER_METRIC_RUNS="0")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    logs = open(tmp_path / "procs.log", "w+")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "-l", "info", "--concurrency", "2",
-         "-Q", env["CELERY_QUEUE"], "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT, start_new_session=True)
-    server = subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
-                              cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):
-            try:
-                httpx.get(url + "/api/schema/", timeout=5)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
+    with web_and_worker(tmp_path, ready_path="/api/schema/", API_INLINE_IMPORT_BYTES="20000", API_RATE_LIMIT="0",
+                        REPORTS_AFTER_METRIC_RUNS="0") as (url, worker):
         out = tmp_path / "leaderboard.json"
-        proc = subprocess.run(
-            [sys.executable, str(SCRIPT), "--url", url, "--token", token, "--dataset", "thumb-worker",
-             "--annotations", str(tmp_path / "captions_thumb.json"),
-             "--results", f"up-down={tmp_path / 'results_Up-Down.json'}",
-             "--results", f"vinvl-base={tmp_path / 'results_VinVL-base.json'}",
-             "--metric", "bleu_4", "--out", str(out), "--timeout", "600"],
-            capture_output=True, text=True, timeout=900)
+        proc = run_script(url, token, "thumb-worker", tmp_path, out)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert worker.poll() is None
-    finally:
-        for p in (server, worker):
-            os.killpg(p.pid, signal.SIGTERM)
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-        logs.seek(0)
-        print(logs.read()[-3000:])
     assert sorted(ImportJob.objects.values_list("status", flat=True)) == ["done", "done"]
     board = json.loads(out.read_text())
     expected = leaderboard("thumb-worker", metrics=["bleu_4"])

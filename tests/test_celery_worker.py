@@ -12,23 +12,15 @@ import uuid
 
 import numpy as np
 import pytest
-from django.db import connection
 
 from crowd.models import Dataset
 from metrics.models import MetricRun, MetricScore
 
 from .conftest import FLICKR8K, ROOT, run_command
 from .published import check_published
+from .servers import BROKER, database_url
 
-BROKER = os.environ.get("TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def database_url():
-    s = connection.settings_dict
-    if connection.vendor != "postgresql":
-        pytest.fail("the worker integration test needs PostgreSQL: set DATABASE_URL (./run test does)")
-    return f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
 @pytest.fixture

@@ -5,19 +5,13 @@ the progress bar of a report being computed (status JSON, updated in place, one 
 The in-process tests run as the quick start does (no broker: a background thread of the web
 process); ``test_run_started_by_post_completes_on_a_real_worker`` runs the same POST against a real
 Celery worker with Redis and PostgreSQL."""
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
-import uuid
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -30,9 +24,8 @@ from metrics import jobs
 from metrics.models import MetricRun, MetricScore, UploadJob
 from metrics.uploads import uploaded_runs
 
-from .conftest import ROOT, run_command, stale
-
-BROKER = os.environ.get("TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
+from .conftest import run_command, stale
+from .servers import web_and_worker
 
 
 @pytest.fixture
@@ -326,42 +319,14 @@ def test_progress_bars_advance_in_place_and_finish_in_chromium(subset, staff, li
 
 # --- a real Celery worker ---------------------------------------------------------------------------------
 
-def database_url():
-    s = connection.settings_dict
-    if connection.vendor != "postgresql":
-        pytest.fail("the worker test needs PostgreSQL: set DATABASE_URL")
-    return f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_run_started_by_post_completes_on_a_real_worker(subset, staff, tmp_path):
     """The web server (runserver, with a broker) queues the run; a real worker computes it."""
-    import socket
-
     import httpx
 
-    env = dict(os.environ, DATABASE_URL=database_url(), CELERY_BROKER_URL=BROKER,
-               CELERY_QUEUE=f"test-{uuid.uuid4().hex}", METRICS_CHUNK_SIZE="50", DJANGO_DEBUG="0")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    logs = open(tmp_path / "procs.log", "w+")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "evalsite", "worker", "-l", "info", "--concurrency", "2",
-         "-Q", env["CELERY_QUEUE"], "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT, start_new_session=True)
-    server = subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload", "--nothreading", f"127.0.0.1:{port}"],
-                              cwd=ROOT, env=env, stdout=logs, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{port}"
+    with web_and_worker(tmp_path, threading=False, METRICS_CHUNK_SIZE="50") as (base, worker):
         with httpx.Client(base_url=base, timeout=30) as http:
-            for _ in range(100):
-                try:
-                    http.get("/accounts/login/")
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.2)
             page = http.get("/accounts/login/").text
             csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
             logged = http.post("/accounts/login/", data={"username": "curator", "password": "pw", "csrfmiddlewaretoken": csrf})
@@ -384,12 +349,3 @@ def test_run_started_by_post_completes_on_a_real_worker(subset, staff, tmp_path)
             assert run.status == MetricRun.DONE, (run.metric, run.error)
             assert MetricScore.objects.filter(run=run).count() == run.total > 0
         assert {r.metric for r in MetricRun.objects.filter(dataset=subset)} == {"cider_d", "rouge_l"}
-    finally:
-        for proc in (server, worker):
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        logs.seek(0)
-        print(logs.read()[-3000:])
