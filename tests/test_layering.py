@@ -284,9 +284,9 @@ def describe_cycles(graph, modules, root: Path) -> list[str]:
     return paragraphs
 
 
-_IMPORT_WITHOUT = r'''
-import importlib, json, sys, traceback
-root, modules, blocked = sys.argv[1], json.loads(sys.argv[2]), set(json.loads(sys.argv[3]))
+#: start of a script run by ``python -I -c``: ``root`` first on sys.path, then a meta-path finder
+#: under which importing any package of the set ``blocked`` (defined by the script before) fails
+_BLOCKER = '''
 sys.path.insert(0, root)
 
 class Blocker:
@@ -297,6 +297,12 @@ class Blocker:
         return None
 
 sys.meta_path.insert(0, Blocker())
+'''
+
+_IMPORT_WITHOUT = r'''
+import importlib, json, sys, traceback
+root, modules, blocked = sys.argv[1], json.loads(sys.argv[2]), set(json.loads(sys.argv[3]))
+''' + _BLOCKER + r'''
 failures = {}
 for module in modules:
     try:
@@ -390,15 +396,7 @@ def test_django_free_cores_import_without_django_or_celery():
 _RUN_WITHOUT = r"""
 import contextlib, io, json, sys
 root, blocked, argvs = sys.argv[1], set(json.loads(sys.argv[2])), json.loads(sys.argv[3])
-sys.path.insert(0, root)
-
-class Blocker:
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in blocked:
-            raise ImportError(f"{name} is not available (blocked)", name=name)
-        return None
-
-sys.meta_path.insert(0, Blocker())
+""" + _BLOCKER + r"""
 from captioneval.cli import main
 runs = []
 for argv in argvs:
