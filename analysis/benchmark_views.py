@@ -15,7 +15,7 @@ import hashlib
 import json
 
 from django.core.cache import cache
-from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
@@ -33,6 +33,7 @@ from .benchmarks import (
     headline_first,
 )
 from .models import Report
+from .query import bad_request
 from .tasks import REFRESH_SECONDS, read_report
 from .views import not_ready
 
@@ -86,13 +87,7 @@ def _chart_not_ready(row: Report) -> HttpResponse:
 
 
 def _bad(exc) -> HttpResponse:
-    return HttpResponseBadRequest(f"<h1>Bad request</h1><p id='problem'>{_escape(str(exc))}</p>")
-
-
-def _escape(text: str) -> str:
-    from django.utils.html import escape
-
-    return escape(text)
+    return bad_request(str(exc))
 
 
 @require_GET

@@ -60,6 +60,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.utils.encoders import JSONEncoder as DRFJSONEncoder
 
+from analysis.query import has_control_character
 from crowd import privacy
 from crowd.models import Campaign
 from crowd.ratelimit import client_address, hit
@@ -205,14 +206,15 @@ class RateThrottle(BaseThrottle):
 
 def text_param(request, name: str, max_length: int = 255, choices=None) -> str | None:
     """The query parameter ``name`` as a filter value, or None when absent. Raises ValidationError
-    (400) for a value longer than ``max_length``, holding a NUL or other control character (which
-    no stored name or key holds, and PostgreSQL refuses), or not among ``choices`` when given."""
+    (400) for a value longer than ``max_length``, holding a NUL or other control character
+    (:func:`analysis.query.has_control_character`: no stored name or key holds one, and PostgreSQL
+    refuses NUL), or not among ``choices`` when given."""
     if name not in request.query_params:
         return None
     value = request.query_params[name]
     if len(value) > max_length:
         raise exceptions.ValidationError({name: [f"at most {max_length} characters"]})
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+    if has_control_character(value):
         raise exceptions.ValidationError({name: ["control characters are not allowed"]})
     if choices is not None and value not in choices:
         raise exceptions.ValidationError({name: [f"one of {', '.join(choices)}"]})

@@ -60,6 +60,7 @@ from analysis import views as dataset_views
 from analysis.benchmark_views import BadSettings
 from analysis.diversity import diversity_summary
 from analysis.models import Report
+from analysis.query import control_character_parameter
 from analysis.reports import ReportError, check_criterion, protocol
 from analysis.status_views import report_status
 from analysis.tasks import REFRESH_SECONDS, RETRY_AFTER
@@ -205,12 +206,12 @@ class ReportViewSet(viewsets.ViewSet):
 
     def initial(self, request, *args, **kwargs):
         """DRF's checks, then every query value refused (400 naming it) when it holds a control
-        character: no stored name, key or criterion holds one, and PostgreSQL refuses NUL in a query
-        (the pages' helpers would pass it to the database)."""
+        character: the pages' own check (:func:`analysis.query.control_character_parameter`; no
+        stored name, key or criterion holds one, and PostgreSQL refuses NUL in a query)."""
         super().initial(request, *args, **kwargs)
-        for name, values in request.query_params.lists():
-            if any(ord(c) < 0x20 or ord(c) == 0x7F for value in values for c in value):
-                raise exceptions.ValidationError({name: ["control characters are not allowed"]})
+        name = control_character_parameter(request.query_params)
+        if name is not None:
+            raise exceptions.ValidationError({name: ["control characters are not allowed"]})
 
     @extend_schema(
         summary="Correlation report of a dataset",
