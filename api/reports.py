@@ -35,7 +35,7 @@ comparison dataset) is 400 naming it; a report that cannot be made from the data
 its benchmark report) is 409 with the page's message; a computation that failed is 503 with
 ``Retry-After`` (it is queued again after :data:`analysis.tasks.RETRY_AFTER`).
 
-The pages' own helpers do the work (their settings parsers, their ``_read`` functions, which
+The pages' own helpers do the work (their settings parsers, their ``read_*`` functions, which
 request the stored report), called rather than copied, so the API cannot drift from the downloads.
 
 Who may read: everyone, as the dashboard pages (datasets are public; systems of unpublished
@@ -224,7 +224,7 @@ class ReportViewSet(viewsets.ViewSet):
     def correlation(self, request, dataset=None):
         ds = dataset_or_404(dataset)
         weighting = request.query_params.get("weighting") or None
-        read = dataset_views._read(ds, weighting)
+        read = dataset_views.read_correlations(ds, weighting)
         if read[3] is None and read[1] is not None and weighting and \
                 protocol(ds)["task"] != Dataset.TASK_FORCED_CHOICE:  # refused before any report: the weighting
             raise bad_parameter(read[1], "weighting")
@@ -240,10 +240,10 @@ class ReportViewSet(viewsets.ViewSet):
     @action(detail=False, methods=["get"], url_path=f"benchmark/(?P<dataset>{DATASET})", url_name="benchmark")
     def benchmark(self, request, dataset=None):
         ds = dataset_or_404(dataset)
-        settings = _settings(benchmark_views._settings, request)
+        settings = _settings(benchmark_views.benchmark_settings, request)
         criterion = request.query_params.get("criterion") or None
         check_benchmark_criterion(ds, criterion)
-        return answer(request, benchmark_views._read(ds, settings, criterion), "benchmark report",
+        return answer(request, benchmark_views.read_benchmark(ds, settings, criterion), "benchmark report",
                       lambda report: published.attach(ds, report))
 
     @extend_schema(
@@ -265,7 +265,7 @@ class ReportViewSet(viewsets.ViewSet):
     def leaderboard(self, request, dataset=None):
         ds = dataset_or_404(dataset)
         settings = _settings(leaderboard_views.leaderboard_settings, request, ds)
-        return answer(request, leaderboard_views._read(ds, settings), "leaderboard")
+        return answer(request, leaderboard_views.read_leaderboard(ds, settings), "leaderboard")
 
     @extend_schema(
         summary="Caption-set diversity of a dataset",
@@ -280,7 +280,7 @@ class ReportViewSet(viewsets.ViewSet):
     def diversity(self, request, dataset=None):
         ds = dataset_or_404(dataset)
         try:
-            m, beta2 = diversity_views._options(request)
+            m, beta2 = diversity_views.diversity_options(request)
         except Http404 as exc:  # the page answers a bad m or beta2 with 404; a parameter is a 400 here
             raise bad_parameter(str(exc), query=request.query_params) from None
         try:
@@ -301,7 +301,7 @@ class ReportViewSet(viewsets.ViewSet):
         unknown = [n for n in names if n not in known]
         if unknown:
             raise bad_parameter(f"unknown dataset {unknown[0]!r}", "dataset")
-        matrix, message, computing, row, _ = _settings(benchmark_views._comparison, request)
+        matrix, message, computing, row, _ = _settings(benchmark_views.read_comparison, request)
         return answer(request, (matrix, message, computing, row), "comparison")
 
     @extend_schema(
