@@ -335,6 +335,19 @@ def request_digest(request) -> str:
     return h.hexdigest()
 
 
+def idempotent_write(request, form_class, write):
+    """The answer of a write whose body is the serializer ``form_class``: under the request's
+    ``Idempotency-Key`` (:func:`idempotent`), the body validated (ValidationError, 400 naming each
+    field, otherwise) and ``write(validated_data)`` run; ``write`` returns a DRF Response."""
+
+    def handler():
+        form = form_class(data=request.data)
+        form.is_valid(raise_exception=True)
+        return write(form.validated_data)
+
+    return idempotent(request, handler)
+
+
 def idempotent(request, handler):
     """Run ``handler()`` (a write returning a DRF Response) under the request's ``Idempotency-Key``,
     if any (see the module docstring). Raises IdempotencyKeyReused (422) or IdempotencyKeyInProgress
