@@ -243,13 +243,10 @@ def owned_campaign(request, name) -> Campaign:
 
 
 def visible_campaigns(user):
-    """The campaigns ``user`` sees on the owner pages (QuerySet): all for a superuser, else those
-    they own; none for an anonymous user. The same rule as :func:`owned_campaign`, per campaign
-    (checked in tests/test_api_permissions.py)."""
-    if not (user and user.is_authenticated):
-        return Campaign.objects.none()
-    qs = Campaign.objects.all()
-    return qs if user.is_superuser else qs.filter(owners=user)
+    """The campaigns ``user`` sees on the owner pages (QuerySet): :func:`crowd.privacy.visible_campaigns`
+    (all for a superuser, else those they own; none for an anonymous user), the rule of
+    :func:`owned_campaign` too (checked in tests/test_api_permissions.py)."""
+    return privacy.visible_campaigns(user)
 
 
 def public_systems(dataset):

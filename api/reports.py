@@ -40,7 +40,7 @@ request the stored report), called rather than copied, so the API cannot drift f
 
 Who may read: everyone, as the dashboard pages (datasets are public; systems of unpublished
 campaigns are left out by the reports themselves, :mod:`crowd.privacy`). The status of a
-campaign's report is its owners' (and staff's), as ``/reports/<id>/status.json``.
+campaign's report is its owners' (and superusers'), as ``/reports/<id>/status.json``.
 """
 from __future__ import annotations
 
@@ -308,7 +308,7 @@ class ReportViewSet(viewsets.ViewSet):
         summary="Status of a stored report",
         description="The JSON of /reports/<id>/status.json (the pages' progress bar): pending, running, done or "
                     "failed, an estimate of the progress, when to ask again. A campaign's report: its owners' and "
-                    "staff's only (the page's rule), 404 for anyone else.",
+                    "superusers' only (the page's rule), 404 for anyone else.",
         responses={200: ReportStatus})
     @action(detail=False, methods=["get"], url_path=r"status/(?P<pk>[0-9]+)", url_name="status")
     def status(self, request, pk=None):
