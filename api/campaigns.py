@@ -176,7 +176,8 @@ def detail_of(request, campaign: Campaign) -> dict:
         "k": campaign.judgments_per_item, "per_worker_cap": campaign.per_worker_cap,
         "assignment_seconds": campaign.assignment_seconds, "reward": str(campaign.reward),
         "gold_every": campaign.gold_every, "seed": (campaign.options or {}).get("seed"),
-        "expires_at": campaign.expires_at, "results_published_at": campaign.results_published_at, "progress": progress_of(campaign),
+        "expires_at": campaign.expires_at, "results_published_at": campaign.results_published_at,
+        "progress": progress_of(campaign),
     }).data
 
 
