@@ -15,7 +15,7 @@ import hashlib
 import json
 
 from django.core.cache import cache
-from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
@@ -33,6 +33,7 @@ from .benchmarks import (
     headline_first,
 )
 from .models import Report
+from .query import bad_request
 from .tasks import REFRESH_SECONDS, read_report
 from .views import not_ready
 
@@ -43,8 +44,14 @@ class BadSettings(ValueError):
     pass
 
 
-def _settings(request) -> dict:
-    """Bootstrap/permutation settings from the query string, validated (BadSettings -> HTTP 400)."""
+def benchmark_settings(request) -> dict:
+    """The bootstrap/permutation settings of the query string of ``request``, validated:
+    ``{"resamples": int 0..10000, "seed": int 0..2^32-1, "permutations": int 0..10000,
+    "alpha": float in (0, 1)}``, a default for each one absent or empty (:mod:`analysis.benchmarks`).
+    Used by the benchmark and comparison pages and the API's report resources.
+
+    Raises :class:`BadSettings` (the pages answer HTTP 400, the API 400 naming the setting) with one
+    line naming the setting: a value that is not a number, or is out of its range."""
     out = {}
     for key, default, cast in (
         ("resamples", DEFAULT_RESAMPLES, int), ("seed", 0, int), ("permutations", DEFAULT_PERMUTATIONS, int),
@@ -70,10 +77,17 @@ def _query(settings: dict, **extra) -> str:
     return urlencode({**settings, **{k: v for k, v in extra.items() if v}})
 
 
-def _read(dataset, settings: dict, criterion: str | None):
+def read_benchmark(dataset, settings: dict, criterion: str | None):
     """(report, problem, computing, row) of the benchmark report of ``dataset`` with the validated
-    ``settings`` and ``criterion`` (:func:`analysis.benchmarks.benchmark_report`, read from the
-    stored report: :func:`analysis.tasks.read_report`)."""
+    ``settings`` (:func:`benchmark_settings`) and ``criterion`` (a human criterion name, or None /
+    "" for the protocol's own): :func:`analysis.benchmarks.benchmark_report` as stored, requested
+    when new. As :func:`analysis.tasks.read_report`: ``report`` the stored dict (or a stale one
+    while computing, or None), ``problem`` the one-line message when the data cannot give the
+    report (else None), ``computing`` the progress context while not done (else None), ``row`` the
+    :class:`analysis.models.Report`. Used by the benchmark pages, charts and the API.
+
+    Raises nothing of its own; ``criterion`` must hold no control character (PostgreSQL refuses
+    NUL: the pages and the API refuse one before, :mod:`analysis.query`)."""
     key, params = cached_reports.benchmark_key(dataset, settings, criterion or None)
     return read_report(Report.BENCHMARK, key, params, dataset=dataset)
 
@@ -86,24 +100,18 @@ def _chart_not_ready(row: Report) -> HttpResponse:
 
 
 def _bad(exc) -> HttpResponse:
-    return HttpResponseBadRequest(f"<h1>Bad request</h1><p id='problem'>{_escape(str(exc))}</p>")
-
-
-def _escape(text: str) -> str:
-    from django.utils.html import escape
-
-    return escape(text)
+    return bad_request(str(exc))
 
 
 @require_GET
 def benchmark_page(request, name):
     dataset = get_object_or_404(Dataset, name=name)
     try:
-        settings = _settings(request)
+        settings = benchmark_settings(request)
     except BadSettings as exc:
         return _bad(exc)
     criterion = request.GET.get("criterion") or None
-    report, problem, computing, _ = _read(dataset, settings, criterion)
+    report, problem, computing, _ = read_benchmark(dataset, settings, criterion)
     if report:  # the published values from the bundled table, beside ours (analysis.published)
         report = published.attach(dataset, report)
     context = {"dataset": dataset, "report": report, "problem": problem, "settings": settings, "labels": LABELS,
@@ -137,10 +145,10 @@ def benchmark_json(request, name):
     settings or a report that cannot be made, 202 while it is computed."""
     dataset = get_object_or_404(Dataset, name=name)
     try:
-        settings = _settings(request)
+        settings = benchmark_settings(request)
     except BadSettings as exc:
         return _bad(exc)
-    report, problem, computing, row = _read(dataset, settings, request.GET.get("criterion"))
+    report, problem, computing, row = read_benchmark(dataset, settings, request.GET.get("criterion"))
     if problem is not None:
         return _bad(problem)
     if computing is not None:
@@ -157,10 +165,10 @@ def benchmark_chart(request, name, level, statistic, fmt="png"):
     503 while it is computed."""
     dataset = get_object_or_404(Dataset, name=name)
     try:
-        settings = _settings(request)
+        settings = benchmark_settings(request)
     except BadSettings as exc:
         return _bad(exc)
-    report, problem, computing, row = _read(dataset, settings, request.GET.get("criterion"))
+    report, problem, computing, row = read_benchmark(dataset, settings, request.GET.get("criterion"))
     if problem is not None:
         return _bad(problem)
     if computing is not None:
@@ -191,10 +199,10 @@ def significance_png(request, name, fmt="png"):
     """p-value heat map of the stored benchmark report's permutation test; 503 while it is computed."""
     dataset = get_object_or_404(Dataset, name=name)
     try:
-        settings = _settings(request)
+        settings = benchmark_settings(request)
     except BadSettings as exc:
         return _bad(exc)
-    report, problem, computing, row = _read(dataset, settings, request.GET.get("criterion"))
+    report, problem, computing, row = read_benchmark(dataset, settings, request.GET.get("criterion"))
     if problem is not None:
         return _bad(problem)
     if computing is not None:
@@ -214,11 +222,18 @@ def significance_png(request, name, fmt="png"):
 # --------------------------------------------------------------------------------------------
 
 
-def _comparison(request):
-    """(matrix, problem, computing, row, settings) of the request: the comparison
-    (:func:`analysis.benchmarks.comparison`) stored under the fingerprint of everything it reads
-    (:func:`analysis.cached_reports.comparison_key`). BadSettings for bad settings."""
-    settings = _settings(request)
+def read_comparison(request):
+    """(matrix, problem, computing, row, settings) of ``request``: the comparison of every metric
+    across the benchmarks named by its repeatable ``dataset`` parameter (all when none),
+    :func:`analysis.benchmarks.comparison`, stored under the fingerprint of everything it reads
+    (:func:`analysis.cached_reports.comparison_key`) and requested when new, with the published
+    values attached (:func:`analysis.published.attach_comparison`). ``matrix``, ``problem``,
+    ``computing`` and ``row`` as in :func:`read_benchmark`; ``settings`` those of
+    :func:`benchmark_settings`. Used by the comparison pages and downloads and the API.
+
+    Raises :class:`BadSettings` for bad settings (before any report is requested); an unknown
+    dataset name is the stored ``problem``, not an exception."""
+    settings = benchmark_settings(request)
     names = [n for n in request.GET.getlist("dataset") if n] or None
     key, params = cached_reports.comparison_key(names, settings)
     matrix, *rest = read_report(Report.COMPARISON, key, params)
@@ -230,7 +245,7 @@ def _comparison(request):
 @require_GET
 def compare_page(request):
     try:
-        matrix, problem, computing, _, settings = _comparison(request)
+        matrix, problem, computing, _, settings = read_comparison(request)
     except BadSettings as exc:
         return _bad(exc)
     if problem is not None:
@@ -252,7 +267,7 @@ def _download(request, make, as_json: bool = False):
     """A comparison download: ``make(matrix)`` builds the response from the stored comparison; bad
     settings or a comparison that cannot be made are an HTTP 400; 202 while it is computed."""
     try:
-        matrix, problem, computing, row, _ = _comparison(request)
+        matrix, problem, computing, row, _ = read_comparison(request)
     except BadSettings as exc:
         return _bad(exc)
     if problem is not None:

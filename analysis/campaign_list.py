@@ -13,7 +13,8 @@ from django.db.models import Count, F, Q
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from crowd.models import Assignment, Campaign, Item
+from crowd.models import Assignment, Item
+from crowd.privacy import visible_campaigns
 
 from .models import Report
 
@@ -65,6 +66,7 @@ def campaign_rows(campaigns) -> list[dict]:
 @login_required
 @require_GET
 def campaign_list(request):
-    """The campaigns the user owns, newest first, with progress, agreement and state."""
-    campaigns = Campaign.objects.filter(owners=request.user).select_related("dataset")
+    """The campaigns the user may see (:func:`crowd.privacy.visible_campaigns`: those they own, every
+    one for a superuser), newest first, with progress, agreement and state."""
+    campaigns = visible_campaigns(request.user).select_related("dataset")
     return render(request, "crowd/owner/list.html", {"rows": campaign_rows(campaigns)})

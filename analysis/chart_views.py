@@ -117,16 +117,16 @@ def scatter_figure(request, name, metric, fmt="png"):
 def benchmark_chart_spec(request, name, level, statistic):
     """Vega-Lite spec of one level/statistic of the stored benchmark report (same settings in the
     query string as the page); 400 bad settings, 404 unknown level or statistic, 202 while computed."""
-    from .benchmark_views import BadSettings, _bad, _read, _settings
+    from .benchmark_views import BadSettings, _bad, benchmark_settings, read_benchmark
 
     dataset = get_object_or_404(Dataset, name=name)
     try:
-        settings = _settings(request)
+        settings = benchmark_settings(request)
     except BadSettings as exc:
         return _bad(exc)
     if level not in LEVELS:
         raise Http404("unknown level")
-    report, problem, computing, row = _read(dataset, settings, request.GET.get("criterion"))
+    report, problem, computing, row = read_benchmark(dataset, settings, request.GET.get("criterion"))
     if problem is not None:
         return _bad(problem)
     if report is None:

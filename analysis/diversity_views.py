@@ -31,7 +31,14 @@ SUMMARY_COLUMNS = ["system", "kind", "is_reference", "n_sets", "self_cider", "ls
                    "set_accuracy", "f_score", "vocabulary"]
 
 
-def _options(request):
+def diversity_options(request) -> tuple[int | None, float]:
+    """(m, beta2) of the query string of ``request``: ``m`` the number of captions per set of the
+    runs to show (an int >= 2, or None for all: parameter absent, empty or ``all``), ``beta2`` the
+    F-score weight (a float > 0, default :data:`analysis.diversity.DEFAULT_BETA2`, 5 as in Wang &
+    Chan 2019). Used by the diversity pages and the API.
+
+    Raises Http404 (the pages answer 404, the API 400 naming the parameter) for an ``m`` that is not
+    an integer or below 2, or a ``beta2`` that is not a number or not above 0."""
     try:
         m = request.GET.get("m")
         m = int(m) if m not in (None, "", "all") else None
@@ -45,7 +52,7 @@ def _options(request):
 
 def _summary_or_404(name, request):
     dataset = get_object_or_404(Dataset, name=name)
-    m, beta2 = _options(request)
+    m, beta2 = diversity_options(request)
     try:
         return dataset, diversity_summary(dataset.name, m=m, beta2=beta2)
     except ReportError as exc:
@@ -55,7 +62,7 @@ def _summary_or_404(name, request):
 @require_GET
 def diversity_page(request, name):
     dataset = get_object_or_404(Dataset, name=name)
-    m, beta2 = _options(request)
+    m, beta2 = diversity_options(request)
     try:
         summary, problem = diversity_summary(dataset.name, m=m, beta2=beta2), None
     except ReportError as exc:
@@ -164,7 +171,7 @@ def _not_ready(row: Report) -> HttpResponse:
 @require_GET
 def image_page(request, name, key):
     dataset, image = _image(name, key)
-    m, _ = _options(request)
+    m, _ = diversity_options(request)
     row = _image_report(dataset, image, m)
     query = request.GET.urlencode()
     # a link only to a web address: the stored URL is data and could say javascript:
@@ -201,7 +208,7 @@ def _cached_png(row: Report, name: str, draw) -> HttpResponse:
 @require_GET
 def radar_png(request, name, key, system):
     dataset, image = _image(name, key)
-    m, _ = _options(request)
+    m, _ = diversity_options(request)
     row = _image_report(dataset, image, m)
     if row.status != Report.DONE:
         return _not_ready(row)
@@ -215,7 +222,7 @@ def radar_png(request, name, key, system):
 @require_GET
 def mds_png(request, name, key):
     dataset, image = _image(name, key)
-    m, _ = _options(request)
+    m, _ = diversity_options(request)
     row = _image_report(dataset, image, m)
     if row.status != Report.DONE:
         return _not_ready(row)

@@ -119,8 +119,14 @@ def settings_query(settings: dict) -> str:
     return urlencode(pairs)
 
 
-def _read(dataset, settings: dict):
-    """(report, problem, computing, row) of the stored leaderboard of ``dataset`` with ``settings``."""
+def read_leaderboard(dataset, settings: dict):
+    """(report, problem, computing, row) of the leaderboard of ``dataset`` with the validated
+    ``settings`` (:func:`leaderboard_settings`): :func:`analysis.leaderboard.leaderboard` as stored
+    (key :func:`analysis.cached_reports.leaderboard_key`), requested when new. ``report`` the stored
+    dict (or a stale one while computing, or None), ``problem`` the one-line message when the data
+    cannot give a leaderboard (else None), ``computing`` the progress context while not done (else
+    None), ``row`` the :class:`analysis.models.Report` (:func:`analysis.tasks.read_report`). Used by
+    the leaderboard pages, downloads and chart specs and the API. Raises nothing of its own."""
     key, params = cached_reports.leaderboard_key(dataset, settings)
     return read_report(Report.LEADERBOARD, key, params, dataset=dataset)
 
@@ -263,7 +269,7 @@ def leaderboard_page(request, name):
         dataset, settings = _dataset_and_settings(name, request)
     except BadSettings as exc:
         return _bad(exc)
-    report, problem, computing, _ = _read(dataset, settings)
+    report, problem, computing, _ = read_leaderboard(dataset, settings)
     context = {"dataset": dataset, "report": report, "problem": problem, "computing": computing, "settings": settings,
                "query": settings_query(settings), "tests": TESTS, "systems": candidate_system_names(dataset)}
     if report:
@@ -277,7 +283,7 @@ def _download(request, name, make, what: str = "leaderboard", as_json: bool = Fa
         dataset, settings = _dataset_and_settings(name, request)
     except BadSettings as exc:
         return _bad(exc)
-    report, problem, computing, row = _read(dataset, settings)
+    report, problem, computing, row = read_leaderboard(dataset, settings)
     if problem is not None:
         return _bad(problem)
     if computing is not None:
@@ -324,7 +330,7 @@ def _spec(request, name, build):
         dataset, settings = _dataset_and_settings(name, request)
     except BadSettings as exc:
         return _bad(exc)
-    report, problem, computing, row = _read(dataset, settings)
+    report, problem, computing, row = read_leaderboard(dataset, settings)
     if problem is not None:
         return JsonResponse({"problem": problem}, status=400)
     if report is None:

@@ -6,11 +6,14 @@ Answers ``{"id", "kind", "status", "percent", "elapsed", "last_seconds", "error"
 the last computation of the same subject and parameters (None when there is none, or not running);
 ``elapsed`` and ``last_seconds`` in seconds; ``refresh`` the seconds to wait before asking again
 (None once done or failed). Reading it never queues or computes anything. A campaign's report
-belongs to its owners (and staff): others get 404, as for the campaign's owner pages.
+is seen by whoever sees the campaign (:func:`crowd.privacy.visible_campaigns`: its owners and
+superusers; plain staff users are no exception): others get 404, as on the campaign's owner pages.
 """
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
+
+from crowd.privacy import visible_campaigns
 
 from .models import Report
 from .tasks import computing_context, latest_done
@@ -19,12 +22,10 @@ from .tasks import computing_context, latest_done
 @require_GET
 def report_status(request, pk):
     """The status JSON of report ``pk`` (see the module docstring); 404 for an unknown report or a
-    campaign report the user does not own."""
+    campaign report of a campaign the user may not see."""
     row = get_object_or_404(Report, pk=pk)
-    if row.campaign_id is not None:
-        user = request.user
-        if not (user.is_authenticated and user.is_active and (user.is_staff or row.campaign.is_owned_by(user))):
-            raise Http404("no such report")
+    if row.campaign_id is not None and not visible_campaigns(request.user).filter(pk=row.campaign_id).exists():
+        raise Http404("no such report")
     subject = {f: getattr(row, f) for f in ("campaign", "dataset", "image") if getattr(row, f + "_id") is not None}
     previous = latest_done(row.kind, row.params, **subject) if row.status != Report.DONE else None
     context = computing_context(row, previous)

@@ -1,8 +1,9 @@
 from urllib.parse import quote, unquote
 
-from django.urls import path, register_converter
+from django.urls import URLPattern, path, register_converter
 
 from . import benchmark_views, chart_views, diversity_views, explorer_views, leaderboard_views, views
+from .query import refuse_control_characters
 from .status_views import report_status  # progress of a stored report (computing.html)
 
 
@@ -69,3 +70,6 @@ urlpatterns = [
     path("datasets/<slug:name>/images/<key:key>/mds.png", diversity_views.mds_png, name="image-mds"),
     path("datasets/<slug:name>/images/<key:key>/radar/<key:system>.png", diversity_views.radar_png, name="image-radar"),
 ]
+# Every page refuses a control character in its query string (400 naming the parameter) before its
+# view reads anything: one check for all of them (analysis.query), not one per parameter.
+urlpatterns = [URLPattern(p.pattern, refuse_control_characters(p.callback), p.default_args, p.name) for p in urlpatterns]

@@ -138,11 +138,17 @@ def weighting_choices(dataset) -> tuple[list[tuple[str, str]], str | None]:
     return [], f"the lexical measures are undefined for {dataset.name}'s systems (caption corpora too short)."
 
 
-def _read(dataset, weighting=None):
-    """(report, problem, computing, row) of the dataset's correlation report (with gap-weighted
-    entries for ``?weighting=gap:mtld``), read from the stored report (requested if it is new;
-    see :func:`analysis.tasks.read_report`). A forced-choice dataset or a malformed weighting is a
-    problem found before any report is requested (row None)."""
+def read_correlations(dataset, weighting=None):
+    """(report, problem, computing, row) of the correlation report of ``dataset``
+    (:func:`analysis.reports.correlation_report`; with gap-weighted entries for a ``weighting`` such
+    as ``"gap:mtld"``, None or "" for none), read from the stored report (requested if it is new;
+    see :func:`analysis.tasks.read_report`): ``report`` the stored dict (or a stale one while
+    computing, or None), ``problem`` the one-line message when it cannot be made (else None),
+    ``computing`` the progress context while not done (else None), ``row`` the
+    :class:`analysis.models.Report`. A forced-choice dataset, a malformed weighting or one not
+    offered for ``dataset`` (:func:`weighting_choices`) is a problem found before any report is
+    requested (computing and row None). Used by the dataset page, its downloads and the API.
+    Raises nothing of its own."""
     if protocol(dataset)["task"] == Dataset.TASK_FORCED_CHOICE:
         return None, (f"{dataset.name} is a forced-choice benchmark (which of two captions is better): its accuracies "
                       "per category, significance clusters and human ceiling are on the meta-evaluation page."), None, None
@@ -166,9 +172,9 @@ def dataset_detail(request, name):
     weightings, weighting_reason = weighting_choices(dataset)
     weighting_problem = None
     if weighting and weighting not in dict(weightings):  # show the plain report and say why
-        weighting_problem = _read(dataset, weighting)[1]
+        weighting_problem = read_correlations(dataset, weighting)[1]
         weighting = ""
-    report, problem, computing, _ = _read(dataset, weighting)
+    report, problem, computing, _ = read_correlations(dataset, weighting)
     runs = _runs(dataset)
     return render(
         request,
@@ -194,7 +200,7 @@ def _report_or_404(name, weighting=None):
     """(dataset, stored report, None), or (dataset, None, 202/500 answer) while it is not stored;
     Http404 with the problem when the report cannot be made."""
     dataset = get_object_or_404(Dataset, name=name)
-    report, problem, computing, row = _read(dataset, weighting)
+    report, problem, computing, row = read_correlations(dataset, weighting)
     if problem is not None:
         raise Http404(problem)
     if computing is not None:

@@ -60,6 +60,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.utils.encoders import JSONEncoder as DRFJSONEncoder
 
+from analysis.query import has_control_character
 from crowd import privacy
 from crowd.models import Campaign
 from crowd.ratelimit import client_address, hit
@@ -205,14 +206,15 @@ class RateThrottle(BaseThrottle):
 
 def text_param(request, name: str, max_length: int = 255, choices=None) -> str | None:
     """The query parameter ``name`` as a filter value, or None when absent. Raises ValidationError
-    (400) for a value longer than ``max_length``, holding a NUL or other control character (which
-    no stored name or key holds, and PostgreSQL refuses), or not among ``choices`` when given."""
+    (400) for a value longer than ``max_length``, holding a NUL or other control character
+    (:func:`analysis.query.has_control_character`: no stored name or key holds one, and PostgreSQL
+    refuses NUL), or not among ``choices`` when given."""
     if name not in request.query_params:
         return None
     value = request.query_params[name]
     if len(value) > max_length:
         raise exceptions.ValidationError({name: [f"at most {max_length} characters"]})
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+    if has_control_character(value):
         raise exceptions.ValidationError({name: ["control characters are not allowed"]})
     if choices is not None and value not in choices:
         raise exceptions.ValidationError({name: [f"one of {', '.join(choices)}"]})
@@ -241,13 +243,10 @@ def owned_campaign(request, name) -> Campaign:
 
 
 def visible_campaigns(user):
-    """The campaigns ``user`` sees on the owner pages (QuerySet): all for a superuser, else those
-    they own; none for an anonymous user. The same rule as :func:`owned_campaign`, per campaign
-    (checked in tests/test_api_permissions.py)."""
-    if not (user and user.is_authenticated):
-        return Campaign.objects.none()
-    qs = Campaign.objects.all()
-    return qs if user.is_superuser else qs.filter(owners=user)
+    """The campaigns ``user`` sees on the owner pages (QuerySet): :func:`crowd.privacy.visible_campaigns`
+    (all for a superuser, else those they own; none for an anonymous user), the rule of
+    :func:`owned_campaign` too (checked in tests/test_api_permissions.py)."""
+    return privacy.visible_campaigns(user)
 
 
 def public_systems(dataset):
@@ -331,6 +330,19 @@ def request_digest(request) -> str:
     else:
         h.update(json.dumps(data, sort_keys=True, default=str).encode())
     return h.hexdigest()
+
+
+def idempotent_write(request, form_class, write):
+    """The answer of a write whose body is the serializer ``form_class``: under the request's
+    ``Idempotency-Key`` (:func:`idempotent`), the body validated (ValidationError, 400 naming each
+    field, otherwise) and ``write(validated_data)`` run; ``write`` returns a DRF Response."""
+
+    def handler():
+        form = form_class(data=request.data)
+        form.is_valid(raise_exception=True)
+        return write(form.validated_data)
+
+    return idempotent(request, handler)
 
 
 def idempotent(request, handler):

@@ -42,7 +42,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
@@ -65,7 +64,7 @@ from crowd.management.commands.create_campaign import Command as CreateCampaign
 from crowd.models import Campaign, Dataset
 from crowd.views import owner
 
-from .base import ProblemSerializer, idempotent, owned_campaign, visible_campaigns
+from .base import ProblemSerializer, idempotent_write, owned_campaign, visible_campaigns
 from .reports import STORED, answer
 
 #: a campaign name in a path (a slug, as the pages' URLs)
@@ -88,16 +87,28 @@ class CampaignProgress(serializers.Serializer):
     percent = serializers.FloatField(help_text="judgments / needed x 100, one decimal")
 
 
-class CampaignSummary(serializers.Serializer):
-    """One campaign of the list: what the page ``/campaigns/`` shows of it."""
+class CampaignHeading(serializers.Serializer):
+    """What every representation of a campaign starts with (:func:`heading_of`)."""
 
     name = serializers.CharField()
     title = serializers.CharField()
     kind = serializers.CharField()
-    dataset = serializers.CharField()
+    dataset = serializers.CharField(help_text="the dataset's name")
     state = serializers.CharField()
     provider = serializers.CharField()
     created_at = serializers.DateTimeField()
+
+
+def heading_of(campaign: Campaign) -> dict:
+    """The :class:`CampaignHeading` fields of ``campaign``: name, title, kind, dataset name, state,
+    provider and creation time (a datetime)."""
+    return {"name": campaign.name, "title": campaign.title, "kind": campaign.kind, "dataset": campaign.dataset.name,
+            "state": campaign.state, "provider": campaign.provider, "created_at": campaign.created_at}
+
+
+class CampaignSummary(CampaignHeading):
+    """One campaign of the list: what the page ``/campaigns/`` shows of it."""
+
     items = serializers.IntegerField()
     complete_items = serializers.IntegerField()
     percent = serializers.IntegerField(help_text="complete items / items x 100")
@@ -109,16 +120,10 @@ class CampaignSummary(serializers.Serializer):
     url = serializers.URLField()
 
 
-class CampaignDetail(serializers.Serializer):
+class CampaignDetail(CampaignHeading):
     """A campaign's settings, live progress and the states it may move to."""
 
-    name = serializers.CharField()
-    title = serializers.CharField()
-    kind = serializers.CharField()
-    dataset = serializers.CharField()
-    state = serializers.CharField()
     transitions = serializers.ListField(child=serializers.CharField(), help_text="states it may move to")
-    provider = serializers.CharField()
     owners = serializers.ListField(child=serializers.CharField())
     k = serializers.IntegerField(help_text="judgments per item")
     per_worker_cap = serializers.IntegerField(allow_null=True)
@@ -127,7 +132,6 @@ class CampaignDetail(serializers.Serializer):
     gold_every = serializers.IntegerField()
     seed = serializers.IntegerField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
-    created_at = serializers.DateTimeField()
     results_published_at = serializers.DateTimeField(allow_null=True)
     progress = CampaignProgress()
 
@@ -167,14 +171,13 @@ def detail_of(request, campaign: Campaign) -> dict:
     """The :class:`CampaignDetail` of ``campaign`` (JSON types: times as ISO 8601 text, so that an
     idempotent write can store it)."""
     return CampaignDetail({
-        "name": campaign.name, "title": campaign.title, "kind": campaign.kind, "dataset": campaign.dataset.name,
-        "state": campaign.state, "transitions": sorted(engine.TRANSITIONS[campaign.state]),
-        "provider": campaign.provider, "owners": sorted(campaign.owners.values_list("username", flat=True)),
+        **heading_of(campaign), "transitions": sorted(engine.TRANSITIONS[campaign.state]),
+        "owners": sorted(campaign.owners.values_list("username", flat=True)),
         "k": campaign.judgments_per_item, "per_worker_cap": campaign.per_worker_cap,
         "assignment_seconds": campaign.assignment_seconds, "reward": str(campaign.reward),
         "gold_every": campaign.gold_every, "seed": (campaign.options or {}).get("seed"),
-        "expires_at": campaign.expires_at, "created_at": campaign.created_at,
-        "results_published_at": campaign.results_published_at, "progress": progress_of(campaign),
+        "expires_at": campaign.expires_at, "results_published_at": campaign.results_published_at,
+        "progress": progress_of(campaign),
     }).data
 
 
@@ -293,16 +296,7 @@ def create(request, d: dict) -> Response:
     dataset, owners, options = create_options(d)
     try:
         with transaction.atomic():
-            campaign = engine.create_campaign(
-                dataset, d["kind"], name=d["name"], title=d["title"], owners=[request.user, *owners], k=d["k"],
-                per_worker_cap=d["cap"], assignment_seconds=int(60 * d["minutes"]),
-                lifetime=timedelta(days=d["lifetime_days"]) if d["lifetime_days"] else None,
-                reward=d["reward"], options=options, seed=d["seed"], gold_every=d["gold_every"],
-                state=Campaign.LIVE if d["live"] else Campaign.DRAFT, provider=d["provider"],
-                bundle_size=d["bundle"], session_minutes=d["session_minutes"], consent_text=d["consent_text"],
-                practice=d["practice"], practice_pass=d["practice_pass"],
-                attention_max_failures=d["attention_max_failures"],
-            )
+            campaign = CreateCampaign.create(dataset, d, [request.user, *owners], options)
     except (CampaignSpecError, images.ImageSourceError) as exc:
         raise invalid(str(exc)) from None
     except IntegrityError:  # the same name created by a concurrent request
@@ -409,22 +403,19 @@ class CampaignViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         rows = []
         for row in campaign_list.campaign_rows(page):
             c = row.pop("campaign")
-            rows.append({"name": c.name, "title": c.title, "kind": c.kind, "dataset": c.dataset.name, "state": c.state,
-                         "provider": c.provider, "created_at": c.created_at, **row, "url": campaign_url(request, c)})
+            rows.append({**heading_of(c), **row, "url": campaign_url(request, c)})
         return self.get_paginated_response(CampaignSummary(rows, many=True).data)
 
     @extend_schema(summary="Create a campaign", request=CampaignCreate,
                    description="The options of manage.py create_campaign (docs/campaigns.md); you become an owner.",
                    responses={201: CampaignDetail, 409: OpenApiResponse(ProblemSerializer, description="name taken")})
     def create(self, request, *args, **kwargs):
-        def handler():
-            data = CampaignCreate(data=request.data)
-            data.is_valid(raise_exception=True)
-            if Campaign.objects.filter(name=data.validated_data["name"]).exists():
-                raise NameTaken(f"a campaign named {data.validated_data['name']!r} exists already")
-            return create(request, data.validated_data)
+        def write(data):
+            if Campaign.objects.filter(name=data["name"]).exists():
+                raise NameTaken(f"a campaign named {data['name']!r} exists already")
+            return create(request, data)
 
-        return idempotent(request, handler)
+        return idempotent_write(request, CampaignCreate, write)
 
     @extend_schema(summary="A campaign", responses={200: CampaignDetail})
     def retrieve(self, request, name=None):
@@ -438,13 +429,7 @@ class CampaignViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["post"], url_path="state", url_name="state")
     def state(self, request, name=None):
         campaign = self.campaign(name)
-
-        def handler():
-            data = StateChange(data=request.data)
-            data.is_valid(raise_exception=True)
-            return change_state(request, campaign, data.validated_data["state"], data.validated_data["confirm"])
-
-        return idempotent(request, handler)
+        return idempotent_write(request, StateChange, lambda d: change_state(request, campaign, d["state"], d["confirm"]))
 
     @extend_schema(summary="Progress of a campaign", responses={200: CampaignProgress},
                    description="The JSON of /campaigns/<name>/status.json: live counts, nothing computed.")

@@ -104,12 +104,9 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
                               202: imports.ImportJobSerializer},
                    summary="Import a dataset (staff)")
     def create(self, request, *args, **kwargs):
-        return base.idempotent(request, lambda: self._import(request))
+        return base.idempotent_write(request, DatasetUploadSerializer, lambda data: self._import(request, data))
 
-    def _import(self, request):
-        form = DatasetUploadSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        data = form.validated_data
+    def _import(self, request, data):
         if importing.upload_size(data) > settings.API_INLINE_IMPORT_BYTES:
             job = imports.queue_job(importing.create_job(request.user, data))
             location = reverse("api:import-detail", args=[job.pk])

@@ -35,12 +35,12 @@ comparison dataset) is 400 naming it; a report that cannot be made from the data
 its benchmark report) is 409 with the page's message; a computation that failed is 503 with
 ``Retry-After`` (it is queued again after :data:`analysis.tasks.RETRY_AFTER`).
 
-The pages' own helpers do the work (their settings parsers, their ``_read`` functions, which
+The pages' own helpers do the work (their settings parsers, their ``read_*`` functions, which
 request the stored report), called rather than copied, so the API cannot drift from the downloads.
 
 Who may read: everyone, as the dashboard pages (datasets are public; systems of unpublished
 campaigns are left out by the reports themselves, :mod:`crowd.privacy`). The status of a
-campaign's report is its owners' (and staff's), as ``/reports/<id>/status.json``.
+campaign's report is its owners' (and superusers'), as ``/reports/<id>/status.json``.
 """
 from __future__ import annotations
 
@@ -60,6 +60,7 @@ from analysis import views as dataset_views
 from analysis.benchmark_views import BadSettings
 from analysis.diversity import diversity_summary
 from analysis.models import Report
+from analysis.query import control_character_parameter
 from analysis.reports import ReportError, check_criterion, protocol
 from analysis.status_views import report_status
 from analysis.tasks import REFRESH_SECONDS, RETRY_AFTER
@@ -205,12 +206,12 @@ class ReportViewSet(viewsets.ViewSet):
 
     def initial(self, request, *args, **kwargs):
         """DRF's checks, then every query value refused (400 naming it) when it holds a control
-        character: no stored name, key or criterion holds one, and PostgreSQL refuses NUL in a query
-        (the pages' helpers would pass it to the database)."""
+        character: the pages' own check (:func:`analysis.query.control_character_parameter`; no
+        stored name, key or criterion holds one, and PostgreSQL refuses NUL in a query)."""
         super().initial(request, *args, **kwargs)
-        for name, values in request.query_params.lists():
-            if any(ord(c) < 0x20 or ord(c) == 0x7F for value in values for c in value):
-                raise exceptions.ValidationError({name: ["control characters are not allowed"]})
+        name = control_character_parameter(request.query_params)
+        if name is not None:
+            raise exceptions.ValidationError({name: ["control characters are not allowed"]})
 
     @extend_schema(
         summary="Correlation report of a dataset",
@@ -223,7 +224,7 @@ class ReportViewSet(viewsets.ViewSet):
     def correlation(self, request, dataset=None):
         ds = dataset_or_404(dataset)
         weighting = request.query_params.get("weighting") or None
-        read = dataset_views._read(ds, weighting)
+        read = dataset_views.read_correlations(ds, weighting)
         if read[3] is None and read[1] is not None and weighting and \
                 protocol(ds)["task"] != Dataset.TASK_FORCED_CHOICE:  # refused before any report: the weighting
             raise bad_parameter(read[1], "weighting")
@@ -239,10 +240,10 @@ class ReportViewSet(viewsets.ViewSet):
     @action(detail=False, methods=["get"], url_path=f"benchmark/(?P<dataset>{DATASET})", url_name="benchmark")
     def benchmark(self, request, dataset=None):
         ds = dataset_or_404(dataset)
-        settings = _settings(benchmark_views._settings, request)
+        settings = _settings(benchmark_views.benchmark_settings, request)
         criterion = request.query_params.get("criterion") or None
         check_benchmark_criterion(ds, criterion)
-        return answer(request, benchmark_views._read(ds, settings, criterion), "benchmark report",
+        return answer(request, benchmark_views.read_benchmark(ds, settings, criterion), "benchmark report",
                       lambda report: published.attach(ds, report))
 
     @extend_schema(
@@ -264,7 +265,7 @@ class ReportViewSet(viewsets.ViewSet):
     def leaderboard(self, request, dataset=None):
         ds = dataset_or_404(dataset)
         settings = _settings(leaderboard_views.leaderboard_settings, request, ds)
-        return answer(request, leaderboard_views._read(ds, settings), "leaderboard")
+        return answer(request, leaderboard_views.read_leaderboard(ds, settings), "leaderboard")
 
     @extend_schema(
         summary="Caption-set diversity of a dataset",
@@ -279,7 +280,7 @@ class ReportViewSet(viewsets.ViewSet):
     def diversity(self, request, dataset=None):
         ds = dataset_or_404(dataset)
         try:
-            m, beta2 = diversity_views._options(request)
+            m, beta2 = diversity_views.diversity_options(request)
         except Http404 as exc:  # the page answers a bad m or beta2 with 404; a parameter is a 400 here
             raise bad_parameter(str(exc), query=request.query_params) from None
         try:
@@ -300,14 +301,14 @@ class ReportViewSet(viewsets.ViewSet):
         unknown = [n for n in names if n not in known]
         if unknown:
             raise bad_parameter(f"unknown dataset {unknown[0]!r}", "dataset")
-        matrix, message, computing, row, _ = _settings(benchmark_views._comparison, request)
+        matrix, message, computing, row, _ = _settings(benchmark_views.read_comparison, request)
         return answer(request, (matrix, message, computing, row), "comparison")
 
     @extend_schema(
         summary="Status of a stored report",
         description="The JSON of /reports/<id>/status.json (the pages' progress bar): pending, running, done or "
                     "failed, an estimate of the progress, when to ask again. A campaign's report: its owners' and "
-                    "staff's only (the page's rule), 404 for anyone else.",
+                    "superusers' only (the page's rule), 404 for anyone else.",
         responses={200: ReportStatus})
     @action(detail=False, methods=["get"], url_path=r"status/(?P<pk>[0-9]+)", url_name="status")
     def status(self, request, pk=None):

@@ -194,15 +194,13 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(request=RunCreateSerializer, responses={202: RunCreatedSerializer},
                    summary="Plan and start metric runs (staff)")
     def create(self, request, *args, **kwargs):
-        return base.idempotent(request, lambda: self._start(request))
+        return base.idempotent_write(request, RunCreateSerializer, lambda data: self._start(request, data))
 
-    def _start(self, request):
-        form = RunCreateSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        dataset = get_object_or_404(Dataset, name=form.validated_data["dataset"])
+    def _start(self, request, data):
+        dataset = get_object_or_404(Dataset, name=data["dataset"])
         if not base.can_compute(request.user, dataset):
             self.permission_denied(request, "only staff users can start metric runs")
-        keys = registry.expand(form.validated_data["metrics"])
+        keys = registry.expand(data["metrics"])
         skipped = registry.unavailable_now(keys)
         keys = [k for k in keys if k not in skipped]
         if not keys:

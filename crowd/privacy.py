@@ -22,6 +22,18 @@ from .kinds.description import system_name
 from .models import Campaign, System
 
 
+def visible_campaigns(user):
+    """The campaigns ``user`` may see (QuerySet), the one rule of every owner page
+    (:func:`crowd.views.owner.owned_campaign`), the campaign list, the API
+    (:mod:`api.campaigns`) and the status of a campaign's stored report
+    (:mod:`analysis.status_views`): every campaign for an active superuser, those they own for
+    any other active logged-in user (plain staff included), none for an anonymous or inactive
+    user. A campaign outside it is answered 404, so its name does not leak."""
+    if not (user is not None and user.is_authenticated and user.is_active):
+        return Campaign.objects.none()
+    return Campaign.objects.all() if user.is_superuser else Campaign.objects.filter(owners=user)
+
+
 def private_campaigns(dataset=None):
     """Campaigns whose results are not published (QuerySet), optionally of one ``dataset``."""
     qs = Campaign.objects.filter(results_published_at__isnull=True)

@@ -116,10 +116,8 @@ ROWS: list[Row] = [
     # --- reports and campaigns (api/reports.py, api/campaigns.py; helper C) --------------------------
     # reports are public, as the dashboard pages; the world's dataset has no human judgments and one
     # candidate system, so each dataset report answers the problem its page shows (409), for every client alike
-    Row("GET", "/api/reports/correlation/{dataset}/", everyone(409)),
-    Row("GET", "/api/reports/benchmark/{dataset}/", everyone(409)),
-    Row("GET", "/api/reports/leaderboard/{dataset}/", everyone(409)),
-    Row("GET", "/api/reports/diversity/{dataset}/", everyone(409)),
+    *[Row("GET", f"/api/reports/{kind}/{{dataset}}/", everyone(409))
+      for kind in ("correlation", "benchmark", "leaderboard", "diversity")],
     Row("GET", "/api/reports/comparison/", everyone(200)),  # every dataset: api-world listed as skipped
     Row("GET", "/api/reports/correlation/no-such-dataset/", everyone(404)),
     Row("GET", "/api/reports/status/{run}/", everyone(404)),  # the world stores no report: no such id
@@ -131,10 +129,8 @@ ROWS: list[Row] = [
     Row("GET", "/api/campaigns/{other_campaign}/", {"anonymous": 401, "rater": 404, "other_owner": 200, "owner": 404,
                                                     "staff": 404}),
     Row("POST", "/api/campaigns/{campaign}/state/", owners_only(200), lambda w: {"state": "finished", "confirm": True}),
-    Row("GET", "/api/campaigns/{campaign}/progress/", owners_only(200)),
-    Row("GET", "/api/campaigns/{campaign}/report/", owners_only(200)),
-    Row("GET", "/api/campaigns/{campaign}/judgments/", owners_only(200)),
-    Row("GET", "/api/campaigns/{campaign}/workers/", owners_only(200)),
+    *[Row("GET", f"/api/campaigns/{{campaign}}/{part}/", owners_only(200))
+      for part in ("progress", "report", "judgments", "workers")],
     Row("GET", "/api/campaigns/no-such-campaign/", owners_only(404)),
     # --- end of helper C's block ------------------------------------------------------------------------
     # other routes

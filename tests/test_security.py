@@ -27,6 +27,7 @@ from django.test import Client, override_settings
 from django.urls import URLResolver, get_resolver, resolve
 from django.urls.exceptions import Resolver404
 
+from analysis.models import Report
 from crowd import engine, ratelimit
 from crowd.models import Assignment, Campaign, Dataset, Item, MTurkCall, MTurkHIT, ProlificStudy
 from crowd.mturk import publish as pub
@@ -567,7 +568,19 @@ def test_nobody_but_the_owners_reads_or_changes_a_campaign(site):
         assert local.name not in listing and mt.name not in listing and pro.name not in listing
     assert "/campaigns/beta/" in others["bob"].get("/campaigns/").content.decode()  # bob's own is listed
     # a superuser (Django's admin) may see every campaign
-    assert logged_in(site["root"]).get(f"/campaigns/{local.name}/report.json").status_code == 200
+    root = logged_in(site["root"])
+    assert root.get(f"/campaigns/{local.name}/report.json").status_code == 200
+    assert local.name in root.get("/campaigns/").content.decode()  # and lists it, as the API does
+    # the status of the campaign's stored report follows the same rule (crowd.privacy.visible_campaigns):
+    # its owner and a superuser read it; another owner and a plain staff user get 404, as anyone else
+    row = Report.objects.filter(campaign=local).first()
+    assert row is not None  # stored by alice's report.json above
+    for url in (f"/reports/{row.pk}/status.json", f"/api/reports/status/{row.pk}/"):
+        assert alice.get(url).status_code == 200 and alice.get(url).json()["kind"] == row.kind, url
+        assert root.get(url).status_code == 200, url
+        for who in ("bob", "sam (staff)"):
+            assert others[who].get(url).status_code == 404, (who, url)
+        assert Client().get(url).status_code == 404, url
 
 
 def test_staff_only_pages_refuse_everyone_else(site, tmp_path):

@@ -94,9 +94,6 @@ class Campaign(models.Model):
     def __str__(self):
         return self.name
 
-    def is_owned_by(self, user) -> bool:
-        return bool(user and user.is_authenticated) and self.owners.filter(pk=user.pk).exists()
-
     @property
     def is_expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()

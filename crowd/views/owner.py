@@ -32,11 +32,9 @@ from evalcore import csvsafe
 
 
 def owned_campaign(request, name) -> Campaign:
-    """The campaign ``name`` if the logged-in user owns it (or is a superuser); 404 otherwise."""
-    qs = Campaign.objects.filter(name=name).select_related("dataset")
-    if not request.user.is_superuser:
-        qs = qs.filter(owners=request.user)
-    campaign = qs.first()
+    """The campaign ``name`` if the logged-in user may see it (:func:`crowd.privacy.visible_campaigns`:
+    an owner or a superuser); Http404 otherwise."""
+    campaign = privacy.visible_campaigns(request.user).filter(name=name).select_related("dataset").first()
     if campaign is None:
         raise Http404("no such campaign")
     return campaign

@@ -120,6 +120,25 @@ class Command(BaseCommand):
                 raise CommandError(f"{option}: {exc}") from None
 
     @staticmethod
+    def create(dataset, o, owners, options) -> Campaign:
+        """The campaign of the command's options ``o`` (checked by :meth:`check_options`; the same
+        names serve the API, :func:`api.campaigns.create`) on ``dataset``, owned by ``owners``
+        (users), with the kind ``options`` (images, systems, atoms...): :func:`crowd.engine.create_campaign`,
+        ``--minutes`` as seconds, ``--lifetime-days`` as a timedelta (0 or None: no expiry),
+        ``--live`` as the state. Raises CampaignSpecError or ImageSourceError for a campaign the
+        options cannot make; the caller holds the transaction."""
+        return engine.create_campaign(
+            dataset, o["kind"], name=o["name"], title=o["title"], owners=owners, k=o["k"],
+            per_worker_cap=o["cap"], assignment_seconds=int(60 * o["minutes"]),
+            lifetime=timedelta(days=o["lifetime_days"]) if o["lifetime_days"] else None,
+            reward=o["reward"], options=options, seed=o["seed"], gold_every=o["gold_every"],
+            state=Campaign.LIVE if o["live"] else Campaign.DRAFT, provider=o["provider"],
+            bundle_size=o["bundle"], session_minutes=o["session_minutes"], consent_text=o["consent_text"],
+            practice=o["practice"], practice_pass=o["practice_pass"],
+            attention_max_failures=o["attention_max_failures"],
+        )
+
+    @staticmethod
     def read_consent(path: str) -> str:
         """The consent text of ``--consent-file``: a readable UTF-8 text file of at most
         ``engine.MAX_CONSENT_CHARS`` characters, not empty, without NUL; CommandError (one line)
@@ -190,16 +209,7 @@ class Command(BaseCommand):
             with transaction.atomic():  # a folder given with --images-dir is kept only with the campaign
                 if o["images_dir"]:
                     self.use_images_dir(dataset, o["images_dir"])
-                campaign = engine.create_campaign(
-                    dataset, o["kind"], name=o["name"], title=o["title"], owners=owners, k=o["k"],
-                    per_worker_cap=o["cap"], assignment_seconds=int(60 * o["minutes"]),
-                    lifetime=timedelta(days=o["lifetime_days"]) if o["lifetime_days"] else None,
-                    reward=o["reward"], options=options, seed=o["seed"], gold_every=o["gold_every"],
-                    state=Campaign.LIVE if o["live"] else Campaign.DRAFT, provider=o["provider"],
-                    bundle_size=o["bundle"], session_minutes=o["session_minutes"], consent_text=o["consent_text"],
-                    practice=o["practice"], practice_pass=o["practice_pass"],
-                    attention_max_failures=o["attention_max_failures"],
-                )
+                campaign = self.create(dataset, o, owners, options)
         except (CampaignSpecError, images.ImageSourceError) as exc:
             raise CommandError(str(exc)) from None
         counts = engine.campaign_counts(campaign)
