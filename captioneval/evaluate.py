@@ -8,7 +8,8 @@ pycocoevalcap's ``COCOEvalCap`` reports for the same captions (:mod:`metrics.sco
 
 * BLEU-n: ``BleuScorer.compute_score`` on statistics summed over the captions (not the mean of
   sentence BLEU);
-* METEOR: the jar's aggregate of the summed statistics (not the mean of per-caption METEOR);
+* METEOR: the jar's aggregate of the summed statistics (not the mean of per-caption METEOR), from the
+  same single pass over the jar as the per-caption scores (statistics, then one ``EVAL``);
 * ROUGE-L, CIDEr-D and every other caption-level metric: the mean of the per-caption scores
   (CIDEr-D's document frequencies are those of the evaluated references, one document per caption).
 """
@@ -231,6 +232,9 @@ def evaluate(
     batch = base.Batch(candidates=cand_tokens, references=ref_tokens)
     jvm_last = sorted(chosen, key=lambda m: base.JVM in m.needs)  # results keep the order asked
     for metric in _progress(jvm_last, progress, "scoring", len(chosen)):
+        if metric.key == "meteor":  # the built-in METEOR (built-in keys are never shadowed)
+            scores[metric.key], corpus[metric.key], methods[metric.key] = _meteor(cand_tokens, ref_tokens)
+            continue
         values = np.asarray(_metrics.run(metric, batch).values, dtype=np.float64)
         scores[metric.key] = values
         corpus[metric.key], methods[metric.key] = _corpus(metric, values, cand_tokens, ref_tokens, cache)
@@ -241,6 +245,20 @@ def evaluate(
         signature_strings={m.key: m.signature_string() for m in chosen}, names={m.key: m.name for m in chosen},
         skipped=skipped, tokenizer=version,
     )
+
+
+def _meteor(candidates: list[str], references: list[list[str]]) -> tuple[np.ndarray, float, str]:
+    """(per-caption scores, corpus score, how it is computed) of METEOR 1.5 from ONE pass over the jar
+    (this process's persistent JVM pool, :func:`metrics.scorers.meteor.meteor_and_corpus`): each
+    caption's statistics, then one ``EVAL`` of all of them answering every caption's score and the
+    aggregate, as pycocoevalcap's ``Meteor.compute_score``. Raises JavaMissingError, MeteorError."""
+    from metrics.scorers.corpus import METEOR_CORPUS
+    from metrics.scorers.meteor import meteor_and_corpus
+
+    if not candidates:
+        return np.zeros(0), math.nan, "no caption"
+    values, corpus = meteor_and_corpus(candidates, references)
+    return values, float(corpus), METEOR_CORPUS.description
 
 
 def _corpus(metric, values: np.ndarray, candidates: list[str], references: list[list[str]],
@@ -257,8 +275,6 @@ def _corpus(metric, values: np.ndarray, candidates: list[str], references: list[
             cache["bleu"] = corpus_stats.bleu_statistics(candidates, references).sum(axis=0)
         sums = cache["bleu"]
         return float(stat.score(sums)), stat.description
-    if isinstance(stat, corpus_stats.MeteorCorpus):
-        return float(stat.score(stat.statistics(candidates, references).sum(axis=0))), stat.description
     finite = values[np.isfinite(values)]
     mean = float(finite.mean()) if len(finite) else math.nan
     if metric.key in ("rouge_l", "cider_d"):
