@@ -14,7 +14,8 @@ does), then times, each in the same process and on the same objects, one full ``
   ``Rouge()``, ``Cider()``; SPICE replaced by a stub returning nothing (its jar downloads Stanford
   CoreNLP at start-up);
 * ``captioneval.COCOEvalCap``: the pure-Python PTB tokenizer, vectorised BLEU / ROUGE-L / CIDEr-D and
-  METEOR through the platform's persistent JVM pool (its start-up is inside the first timed run).
+  METEOR through the platform's persistent JVM pool in one pass (each caption's statistics, then one
+  ``EVAL`` for the per-caption and corpus scores; the JVM's start-up is inside the first timed run).
 
 Everything is timed: reading nothing (the COCO objects are built before), tokenising, scoring, the
 corpus aggregates. ``--repeats N`` (default 1) keeps the fastest of N runs of each; with N > 1 our

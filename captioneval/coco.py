@@ -44,9 +44,9 @@ SPICE_REASON = ("SPICE is unavailable: its jar downloads Stanford CoreNLP 3.6.0 
                 "registry provides and captioneval never fetches at run time")
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """Parse the JSON file ``path``. Raises :class:`InputError` (``path: problem``) for a missing or
-    unreadable file, bytes that are not UTF-8 and text that is not JSON (with line and column)."""
+def read_text(path: str | os.PathLike) -> str:
+    """The text of the UTF-8 file ``path`` (a leading byte-order mark dropped). Raises
+    :class:`InputError` (``path: problem``) for a missing, unreadable or non-UTF-8 file, or a folder."""
     source = str(path)
     try:
         data = Path(path).read_bytes()
@@ -60,6 +60,15 @@ def read_json(path: str | os.PathLike) -> Any:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(source, f"is not UTF-8 text (byte {exc.start})") from None
+    return text
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Parse the JSON file ``path``. Raises :class:`InputError` (``path: problem``) for a missing or
+    unreadable file, bytes that are not UTF-8 (:func:`read_text`) and text that is not JSON (with
+    line and column)."""
+    source = str(path)
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

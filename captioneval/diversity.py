@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from . import _metrics
 from .errors import InputError, MetricError
-from .evaluate import _progress, tokenize
+from .evaluate import ScoredItems, _in_key_order, _progress, tokenize
 
 
 def default_metrics(with_references: bool) -> list[str]:
@@ -29,54 +29,32 @@ def default_metrics(with_references: bool) -> list[str]:
     return [k for k in keys if with_references or k != "set_accuracy"]
 
 
-@dataclass
-class DiversityResult:
-    """What :func:`diversity` returns.
+@dataclass(kw_only=True)
+class DiversityResult(ScoredItems):
+    """What :func:`diversity` returns: the attributes of :class:`captioneval.evaluate.ScoredItems`
+    for n caption sets (``ids`` the set ids; ``scores`` set-level key -> float64 ndarray (n,), NaN for
+    a set of fewer than 2 captions: diversity is undefined for one caption; ``corpus`` key -> the
+    summary over all sets: the mean over the sets with a value (set level), or the value of the whole
+    corpus of captions (system level: vocabulary, lexical measures)), and
 
     Attributes
     ----------
-    ids : n set ids; ``sizes`` the number of captions of each set.
-    metrics : keys computed, in the order asked.
-    scores : set-level key -> float64 ndarray (n,) (NaN for a set of fewer than 2 captions: diversity
-        is undefined for one caption).
-    corpus : key -> the summary over all sets: the mean over the sets with a value (set level), or the
-        value of the whole corpus of captions (system level: vocabulary, lexical measures).
+    sizes : the number of captions of each set.
     details : system-level key -> the metric's details (vocabulary: ``{"n_tokens", "frequencies",
         "top"}``; lexical measures: ``{"reference", "ldr", "lexical_gap"}``).
-    signatures, signature_strings, names : as :class:`captioneval.Evaluation`.
+    levels : key -> the metric's level (``set`` or ``system``).
     """
 
-    ids: list
     sizes: list[int]
-    metrics: list[str]
-    scores: dict[str, np.ndarray]
-    corpus: dict[str, float]
     details: dict[str, Any]
-    signatures: dict[str, dict]
-    signature_strings: dict[str, str]
-    names: dict[str, str]
     levels: dict[str, str] = field(default_factory=dict)
-    tokenizer: str = ""
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One dict per set: ``{"id", "n_captions", <set-level key>: value or None}``."""
-        out = []
-        for i, ident in enumerate(self.ids):
-            row: dict[str, Any] = {"id": ident, "n_captions": self.sizes[i]}
-            for key, values in self.scores.items():
-                v = float(values[i])
-                row[key] = v if math.isfinite(v) else None
-            out.append(row)
-        return out
+    item_columns: ClassVar = (("n_captions", "sizes"),)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable: ``{"corpus": {key: {"name", "level", "score", "signature",
         "signature_string"}}, "details": {...}, "n_sets": n, "sets": rows()}``."""
         return {
-            "corpus": {k: {"name": self.names[k], "level": self.levels[k],
-                           "score": self.corpus[k] if math.isfinite(self.corpus[k]) else None,
-                           "signature": self.signatures[k], "signature_string": self.signature_strings[k]}
-                       for k in self.metrics},
+            "corpus": {k: self._corpus_entry(k, level=self.levels[k]) for k in self.metrics},
             "details": self.details,
             "n_sets": len(self.ids),
             "tokenizer": self.tokenizer,
@@ -97,16 +75,7 @@ class DiversityResult:
 
 def _as_lists(sets, references, ids):
     if isinstance(sets, Mapping):
-        keys = list(sets)
-        if references is not None:
-            if not isinstance(references, Mapping):
-                raise InputError("references", "must be a mapping id -> references when sets is a mapping")
-            missing = [k for k in keys if k not in references]
-            if missing:
-                raise InputError("references", f"no references for {len(missing)} set id(s), e.g. "
-                                 + ", ".join(repr(k) for k in missing[:5]))
-            references = [references[k] for k in keys]
-        sets = [sets[k] for k in keys]
+        keys, sets, references = _in_key_order(sets, references, "set", required=False)
         ids = keys if ids is None else ids
     sets = [list(s) if not isinstance(s, str) else None for s in sets]
     ids = list(range(len(sets))) if ids is None else list(ids)

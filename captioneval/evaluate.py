@@ -8,7 +8,8 @@ pycocoevalcap's ``COCOEvalCap`` reports for the same captions (:mod:`metrics.sco
 
 * BLEU-n: ``BleuScorer.compute_score`` on statistics summed over the captions (not the mean of
   sentence BLEU);
-* METEOR: the jar's aggregate of the summed statistics (not the mean of per-caption METEOR);
+* METEOR: the jar's aggregate of the summed statistics (not the mean of per-caption METEOR), from the
+  same single pass over the jar as the per-caption scores (statistics, then one ``EVAL``);
 * ROUGE-L, CIDEr-D and every other caption-level metric: the mean of the per-caption scores
   (CIDEr-D's document frequencies are those of the evaluated references, one document per caption).
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -28,58 +29,76 @@ from .errors import InputError, MetricError
 COCO_METRICS = ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider_d")
 
 
-@dataclass
-class Evaluation:
-    """What :func:`evaluate` returns.
+@dataclass(kw_only=True)
+class ScoredItems:
+    """What :class:`Evaluation` and :class:`captioneval.DiversityResult` have in common: n scored
+    items (captions, caption sets) and the metrics computed on them.
 
     Attributes
     ----------
-    ids : n caption ids (the keys of a mapping given to :func:`evaluate`, ``ids``, or 0..n-1).
-    candidates : the n raw candidate captions.
-    tokens : the n PTB-tokenised candidates the metrics scored.
+    ids : n item ids.
     metrics : metric keys computed, in the order asked.
-    scores : key -> float64 ndarray (n,), one score per candidate (NaN where undefined).
-    corpus : key -> corpus score (float; see the module docstring for how each is computed).
-    corpus_methods : key -> one sentence saying how the corpus score is computed.
+    scores : key -> float64 ndarray (n,), one value per item (NaN where undefined); only the metrics
+        with a value per item.
+    corpus : key -> the score over all items (float; how, depends on the metric).
     signatures : key -> the metric's signature (name, key, version, level, parameters), as
         :meth:`metrics.scorers.base.Metric.signature`; ``signature_strings`` the sacrebleu-style form.
     names : key -> the field's name of the metric (``BLEU-4``, ``CIDEr-D``).
-    skipped : key -> why a default metric was not computed (METEOR without Java).
-    tokenizer : name and version of the tokenizer (``ptb/<version>``).
+    tokenizer : name and version of the tokenizer (``ptb/<version>``, or ``pre-tokenised``).
     """
 
     ids: list
-    candidates: list[str]
-    tokens: list[str]
     metrics: list[str]
     scores: dict[str, np.ndarray]
     corpus: dict[str, float]
-    corpus_methods: dict[str, str]
     signatures: dict[str, dict]
     signature_strings: dict[str, str]
     names: dict[str, str]
-    skipped: dict[str, str] = field(default_factory=dict)
     tokenizer: str = ""
+    #: (column of :meth:`rows`, attribute holding one value per item): what a row shows between its
+    #: ``id`` and its scores
+    item_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per caption: ``{"id", "caption", <metric key>: score or None}``."""
-        out = []
-        for i, (ident, caption) in enumerate(zip(self.ids, self.candidates)):
-            row = {"id": ident, "caption": caption}
-            for key in self.metrics:
-                value = float(self.scores[key][i])
-                row[key] = value if math.isfinite(value) else None
-            out.append(row)
-        return out
+        """One dict per item: ``{"id", <:attr:`item_columns`>, <key of :attr:`scores`>: value or
+        None}`` (None where the value is NaN or infinite), keys in :attr:`metrics` order."""
+        keys = [k for k in self.metrics if k in self.scores]
+        columns = [(name, getattr(self, attribute)) for name, attribute in self.item_columns]
+        return [{"id": ident, **{name: values[i] for name, values in columns},
+                 **{k: _finite(float(self.scores[k][i])) for k in keys}} for i, ident in enumerate(self.ids)]
+
+    def _corpus_entry(self, key: str, **more) -> dict[str, Any]:
+        """``{"name", <more>, "score" (None if not finite), "signature", "signature_string"}`` of ``key``."""
+        return {"name": self.names[key], **more, "score": _finite(self.corpus[key]),
+                "signature": self.signatures[key], "signature_string": self.signature_strings[key]}
+
+
+@dataclass(kw_only=True)
+class Evaluation(ScoredItems):
+    """What :func:`evaluate` returns: the attributes of :class:`ScoredItems` for n captions (``ids``:
+    the keys of a mapping given to :func:`evaluate`, ``ids``, or 0..n-1; ``scores`` one value per
+    caption of every metric computed; ``corpus`` as the module docstring says), and
+
+    Attributes
+    ----------
+    candidates : the n raw candidate captions.
+    tokens : the n PTB-tokenised candidates the metrics scored.
+    corpus_methods : key -> one sentence saying how the corpus score is computed.
+    skipped : key -> why a default metric was not computed (METEOR without Java).
+    """
+
+    candidates: list[str]
+    tokens: list[str]
+    corpus_methods: dict[str, str]
+    skipped: dict[str, str] = field(default_factory=dict)
+    item_columns: ClassVar = (("caption", "candidates"),)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable: ``{"corpus": {key: {"name", "score", "method", "signature",
         "signature_string"}}, "skipped": {...}, "tokenizer": str, "n_captions": n,
         "captions": rows()}`` (NaN becomes None)."""
         return {
-            "corpus": {key: {"name": self.names[key], "score": _finite(self.corpus[key]),
-                             "method": self.corpus_methods[key], "signature": self.signatures[key],
-                             "signature_string": self.signature_strings[key]} for key in self.metrics},
+            "corpus": {key: self._corpus_entry(key, method=self.corpus_methods[key]) for key in self.metrics},
             "skipped": dict(self.skipped),
             "tokenizer": self.tokenizer,
             "n_captions": len(self.ids),
@@ -99,20 +118,34 @@ class Evaluation:
         return "\n".join(lines)
 
 
-def _finite(value: float):
-    return value if isinstance(value, float) and math.isfinite(value) else None
+def _finite(value):
+    """``value`` (a number), or None when it is NaN, infinite or not a number (JSON has no NaN)."""
+    try:
+        return value if math.isfinite(value) else None
+    except TypeError:
+        return None
+
+
+def _in_key_order(items: Mapping, references, what: str, required: bool) -> tuple[list, list, list | None]:
+    """``(keys, values, references)`` of the mapping id -> item ``items`` (``what`` names an item in
+    errors: ``candidate``, ``set``), with ``references`` (a mapping id -> reference captions with every
+    id of ``items``; None for none unless ``required``) as a list in the same order. Raises
+    :class:`InputError` when ``references`` is not a mapping (None included when ``required``) or misses ids."""
+    keys = list(items)
+    if references is not None or required:
+        if not isinstance(references, Mapping):
+            raise InputError("references", f"must be a mapping id -> reference captions when the {what}s are a mapping")
+        missing = [k for k in keys if k not in references]
+        if missing:
+            raise InputError("references", f"no references for {len(missing)} {what} id(s), e.g. "
+                             + ", ".join(repr(k) for k in missing[:5]))
+        references = [references[k] for k in keys]
+    return keys, [items[k] for k in keys], references
 
 
 def _inputs(candidates, references, ids) -> tuple[list, list[str], list[list[str]]]:
     if isinstance(candidates, Mapping):
-        if not isinstance(references, Mapping):
-            raise InputError("references", "must be a mapping id -> reference captions when candidates is a mapping")
-        missing = [k for k in candidates if k not in references]
-        if missing:
-            raise InputError("references", f"no references for {len(missing)} candidate id(s), e.g. "
-                             + ", ".join(repr(k) for k in missing[:5]))
-        keys = list(candidates)
-        candidates, references = [candidates[k] for k in keys], [references[k] for k in keys]
+        keys, candidates, references = _in_key_order(candidates, references, "candidate", required=True)
         ids = keys if ids is None else ids
     if isinstance(candidates, (str, bytes)) or isinstance(references, (str, bytes)):
         raise InputError("candidates", "must be a sequence of captions, not a single string")
@@ -231,6 +264,9 @@ def evaluate(
     batch = base.Batch(candidates=cand_tokens, references=ref_tokens)
     jvm_last = sorted(chosen, key=lambda m: base.JVM in m.needs)  # results keep the order asked
     for metric in _progress(jvm_last, progress, "scoring", len(chosen)):
+        if metric.key == "meteor":  # the built-in METEOR (built-in keys are never shadowed)
+            scores[metric.key], corpus[metric.key], methods[metric.key] = _meteor(cand_tokens, ref_tokens)
+            continue
         values = np.asarray(_metrics.run(metric, batch).values, dtype=np.float64)
         scores[metric.key] = values
         corpus[metric.key], methods[metric.key] = _corpus(metric, values, cand_tokens, ref_tokens, cache)
@@ -241,6 +277,20 @@ def evaluate(
         signature_strings={m.key: m.signature_string() for m in chosen}, names={m.key: m.name for m in chosen},
         skipped=skipped, tokenizer=version,
     )
+
+
+def _meteor(candidates: list[str], references: list[list[str]]) -> tuple[np.ndarray, float, str]:
+    """(per-caption scores, corpus score, how it is computed) of METEOR 1.5 from ONE pass over the jar
+    (this process's persistent JVM pool, :func:`metrics.scorers.meteor.meteor_and_corpus`): each
+    caption's statistics, then one ``EVAL`` of all of them answering every caption's score and the
+    aggregate, as pycocoevalcap's ``Meteor.compute_score``. Raises JavaMissingError, MeteorError."""
+    from metrics.scorers.corpus import METEOR_CORPUS
+    from metrics.scorers.meteor import meteor_and_corpus
+
+    if not candidates:
+        return np.zeros(0), math.nan, "no caption"
+    values, corpus = meteor_and_corpus(candidates, references)
+    return values, float(corpus), METEOR_CORPUS.description
 
 
 def _corpus(metric, values: np.ndarray, candidates: list[str], references: list[list[str]],
@@ -257,8 +307,6 @@ def _corpus(metric, values: np.ndarray, candidates: list[str], references: list[
             cache["bleu"] = corpus_stats.bleu_statistics(candidates, references).sum(axis=0)
         sums = cache["bleu"]
         return float(stat.score(sums)), stat.description
-    if isinstance(stat, corpus_stats.MeteorCorpus):
-        return float(stat.score(stat.statistics(candidates, references).sum(axis=0))), stat.description
     finite = values[np.isfinite(values)]
     mean = float(finite.mean()) if len(finite) else math.nan
     if metric.key in ("rouge_l", "cider_d"):

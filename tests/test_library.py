@@ -155,6 +155,39 @@ def test_cocoevalcap_drop_in_equals_pycocoevalcap(reference):
     assert _same(quick.eval["Bleu_4"], their_eval["Bleu_4"]) and _same(quick.eval["CIDEr"], their_eval["CIDEr"])
 
 
+@pytest.mark.slow
+def test_meteor_is_one_pass_over_the_jar_with_pycocoevalcaps_numbers(monkeypatch):
+    """captioneval asks the METEOR jar for each caption's statistics once and sends them back in one
+    EVAL (as pycocoevalcap's Meteor.compute_score): the per-caption scores and the corpus METEOR come
+    from that single pass and equal pycocoevalcap's Meteor on the same tokens, to the bit."""
+    from pycocoevalcap.meteor.meteor import Meteor
+
+    import captioneval
+    from captioneval.evaluate import tokenize
+    from metrics.scorers import meteor
+
+    ann = json.loads(ANN.read_text("utf-8"))
+    res = json.loads(RES.read_text("utf-8"))[:300]
+    refs: dict = {}
+    for a in ann["annotations"]:
+        refs.setdefault(a["image_id"], []).append(a["caption"])
+    calls = []
+    for name in ("statistics", "score", "score_and_corpus"):
+        real = getattr(meteor.MeteorPool, name)
+        monkeypatch.setattr(meteor.MeteorPool, name,
+                            lambda self, *a, _real=real, _name=name: calls.append(_name) or _real(self, *a))
+    ours = captioneval.evaluate({r["image_id"]: r["caption"] for r in res}, refs, metrics=["meteor", "bleu_4"])
+    assert calls == ["score_and_corpus", "statistics"]  # no second request for the same captions
+    ref_tokens = tokenize([c for r in res for c in refs[r["image_id"]]])
+    gts, at = {}, 0
+    for i, r in enumerate(res):
+        gts[i], at = ref_tokens[at:at + len(refs[r["image_id"]])], at + len(refs[r["image_id"]])
+    corpus, per_caption = Meteor().compute_score(gts, {i: [t] for i, t in enumerate(ours.tokens)})
+    assert ours.scores["meteor"].tolist() == [float(v) for v in per_caption]
+    assert ours.corpus["meteor"] == corpus and 0 < corpus < float(np.mean(per_caption))
+    assert "summed" in ours.corpus_methods["meteor"]
+
+
 def test_evaluate_facade_inputs_and_signatures():
     import captioneval
 

@@ -5,9 +5,11 @@ import csv
 import io
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
+from ..coco import read_text
 from ..errors import InputError
 
 
@@ -84,18 +86,7 @@ def read_csv(path: str) -> tuple[list[str], list[tuple[int, dict]]]:
     Raises :class:`InputError` for a missing or unreadable file, non-UTF-8 bytes, no header row,
     duplicate or empty column names, rows with more cells than the header."""
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(source, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(source, "is a directory, not a file") from None
-    except OSError as exc:
-        raise InputError(source, f"cannot be read ({exc.strerror or exc})") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(source, f"is not UTF-8 text (byte {exc.start})") from None
+    text = read_text(path)
     delimiter = "\t" if source.lower().endswith(".tsv") else ","
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
@@ -123,3 +114,37 @@ def read_csv(path: str) -> tuple[list[str], list[tuple[int, dict]]]:
 def progress_enabled(args) -> bool:
     """Progress bars unless ``--no-progress``."""
     return not getattr(args, "no_progress", False)
+
+
+def deliver(path: str | None, text: str, to_stdout: bool, table: str, what: str) -> None:
+    """Where a command's output goes: with ``--out`` ``text`` is written to ``path`` (atomically,
+    :func:`write_output`) and ``table`` and ``"<what>: <path>"`` printed; else ``text`` goes to stdout
+    when ``to_stdout`` (``--json`` / ``--csv``), otherwise only ``table`` is printed. Raises
+    :class:`InputError` when ``path`` cannot be written."""
+    if path:
+        write_output(path, text)
+        print(table)
+        print(f"{what}: {path}")
+    elif to_stdout:
+        sys.stdout.write(text)
+    else:
+        print(table)
+
+
+def emit_items(args, result, rows_key: str, what: str) -> None:
+    """Output of ``evaluate`` and ``diversity``: ``result`` (a :class:`captioneval.evaluate.ScoredItems`)
+    as JSON (``result.to_dict()`` with each row's ``id`` named ``image_id``; the rows are under
+    ``rows_key``) or CSV (columns ``image_id``, the result's ``item_columns`` and the per-item
+    scores), in the format of
+    :func:`output_format`, delivered by :func:`deliver` (``what`` names the file in the message)."""
+    fmt = output_format(args)
+    text = ""
+    if fmt == "json":
+        data = result.to_dict()
+        for row in data[rows_key]:
+            row["image_id"] = row.pop("id")
+        text = json_text(data)
+    elif fmt == "csv":
+        columns = [name for name, _ in result.item_columns] + [k for k in result.metrics if k in result.scores]
+        text = csv_text(["image_id", *columns], [[r["id"], *(r[c] for c in columns)] for r in result.rows()])
+    deliver(args.out, text, fmt is not None, result.table(), what)

@@ -157,12 +157,5 @@ def run(args) -> int:
         print(f"captioneval: {len(result.unmatched_metric)} {key}(s) of {args.scores} have no human score",
               file=sys.stderr)
     text = _io.json_text(result.to_dict())
-    if args.out:
-        _io.write_output(args.out, text)
-        print(result.table())
-        print(f"report: {args.out}")
-    elif args.json:
-        sys.stdout.write(text)
-    else:
-        print(result.table())
+    _io.deliver(args.out, text, args.json, result.table(), "report")
     return 0

@@ -10,7 +10,6 @@ set-level measure; empty where undefined).
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 
 from ..coco import COCO, read_json
@@ -75,22 +74,5 @@ def run(args) -> int:
         raise InputError("-m", f"must be at least 2 (diversity of fewer captions is undefined), got {args.m}")
     result = diversity(sets, metrics=args.metric, references=references, m=args.m,
                        progress=_io.progress_enabled(args))
-    fmt = _io.output_format(args)
-    set_keys = list(result.scores)
-    if fmt == "json":
-        data = result.to_dict()
-        for row in data["sets"]:
-            row["image_id"] = row.pop("id")
-        text = _io.json_text(data)
-    elif fmt == "csv":
-        text = _io.csv_text(["image_id", "n_captions", *set_keys],
-                            [[r["id"], r["n_captions"], *(r[k] for k in set_keys)] for r in result.rows()])
-    if args.out:
-        _io.write_output(args.out, text)
-        print(result.table())
-        print(f"per-set values: {args.out}")
-    elif fmt:
-        sys.stdout.write(text)
-    else:
-        print(result.table())
+    _io.emit_items(args, result, "sets", "per-set values")
     return 0

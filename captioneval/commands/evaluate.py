@@ -66,21 +66,5 @@ def run(args) -> int:
               "have one", file=sys.stderr)
     for reason in result.skipped.values():
         print(f"captioneval: {reason}", file=sys.stderr)
-    fmt = _io.output_format(args)
-    if fmt == "json":
-        data = result.to_dict()
-        for row in data["captions"]:
-            row["image_id"] = row.pop("id")
-        text = _io.json_text(data)
-    elif fmt == "csv":
-        text = _io.csv_text(["image_id", "caption", *result.metrics],
-                            [[r["id"], r["caption"], *(r[k] for k in result.metrics)] for r in result.rows()])
-    if args.out:
-        _io.write_output(args.out, text)
-        print(result.table())
-        print(f"per-caption scores: {args.out}")
-    elif fmt:
-        sys.stdout.write(text)
-    else:
-        print(result.table())
+    _io.emit_items(args, result, "captions", "per-caption scores")
     return 0

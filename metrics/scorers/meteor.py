@@ -61,7 +61,7 @@ import numpy as np
 from .tokenizer import JavaMissingError, require_java
 
 __all__ = ["MeteorPool", "MeteorError", "JavaMissingError", "METEOR_ARGS", "configure", "prestart", "meteor",
-           "get_pool", "pool_size"]
+           "get_pool", "pool_size", "meteor_and_corpus"]
 
 log = logging.getLogger("metrics.scorers.meteor")
 
@@ -214,22 +214,28 @@ class _Jvm:
             raise _JvmDied(f"write failed: {failure[0]!r}")
         return stats
 
-    def _score_once(self, lines: list[bytes]) -> list[float]:
-        proc = self.proc
-        stats = self._stats_once(lines)
+    def _eval_once(self, stats: list[str]) -> tuple[list[float], float]:
+        """The jar's answer to pycocoevalcap's EVAL request (``Meteor.compute_score``) for the
+        statistics lines ``stats``: the score of each, in order, and the aggregate (the jar sums the
+        statistics and scores the totals: pycocoevalcap's corpus METEOR)."""
         # Meteor.compute_score: 'EVAL' + ' ||| {}'.format(stat) per caption, stat = line.decode().strip()
-        eval_line = "EVAL" + "".join(" ||| " + s.decode().strip() for s in stats) + "\n"
+        eval_line = "EVAL" + "".join(" ||| " + s for s in stats) + "\n"
         try:
-            _write_all(proc.stdin, eval_line.encode())
+            _write_all(self.proc.stdin, eval_line.encode())
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise _JvmDied(f"write failed: {exc!r}") from None
-        answers = self._read(len(lines) + 1)
+        answers = self._read(len(stats) + 1)
         try:
-            return [float(a.strip()) for a in answers[:-1]]
+            values = [float(a.strip()) for a in answers]
         except ValueError:
             message = self._failure(f"answered {str(answers)[:200]} instead of scores")
             self.stop()  # out of step with our requests: never reuse it
             raise MeteorError(message) from None
+        return values[:-1], values[-1]
+
+    def _score_once(self, lines: list[bytes]) -> list[float]:
+        stats = self._stats_once(lines)
+        return self._eval_once([s.decode().strip() for s in stats])[0]
 
     def _with_restart(self, once, lines: list[bytes]):
         """``once(lines)`` on this JVM, started if needed; a JVM that dies is restarted once and the
@@ -257,6 +263,11 @@ class _Jvm:
         """The jar's sufficient-statistics lines for the SCORE request ``lines``, in order, stripped
         (see :meth:`_with_restart`)."""
         return [s.decode().strip() for s in self._with_restart(self._stats_once, lines)]
+
+    def evaluate(self, stats: list[str]) -> tuple[list[float], float]:
+        """The jar's EVAL answer for the statistics lines ``stats`` (see :meth:`_eval_once` and
+        :meth:`_with_restart`)."""
+        return self._with_restart(self._eval_once, stats)
 
     def start_quietly(self) -> None:
         """Start the JVM unless running; errors are kept in :attr:`start_error` and logged, not raised."""
@@ -346,6 +357,28 @@ class MeteorPool:
         :class:`metrics.scorers.corpus.MeteorCorpus`). Same inputs, splitting and errors as
         :meth:`score`."""
         return self._run("statistics", candidates, references)
+
+    def score_and_corpus(self, candidates: Sequence[str],
+                         references: Sequence[Sequence[str]]) -> tuple[np.ndarray, float]:
+        """Per-caption METEOR 1.5 and pycocoevalcap's corpus METEOR from one pass over the jar.
+
+        The statistics of every caption (:meth:`statistics`, split over the JVMs) are sent back in
+        one ``EVAL`` request, as pycocoevalcap's ``Meteor.compute_score`` does; the jar answers each
+        caption's score and the aggregate of the summed statistics.
+
+        Returns
+        -------
+        (scores, corpus) : float64 ndarray (m,) in [0, 1], equal (``==``) to :meth:`score`; and the
+        corpus METEOR (float in [0, 1], NaN for m = 0), equal to ``Meteor().compute_score``'s first
+        value for the same captions in the same order.
+
+        Raises the errors of :meth:`score`.
+        """
+        stats = self.statistics(candidates, references)
+        if not stats:
+            return np.zeros(0), float("nan")
+        scores, corpus = self._jvms[0].evaluate(stats)
+        return np.asarray(scores, dtype=float), corpus
 
     def _run(self, method: str, candidates: Sequence[str], references: Sequence[Sequence[str]]) -> list:
         """``_Jvm.<method>`` over the SCORE lines of the captions, split into ``size`` contiguous
@@ -452,6 +485,12 @@ def prestart() -> None:
         get_pool().start(wait=False)
     except Exception:  # noqa: BLE001 - documented: never raises
         log.exception("METEOR prestart failed")
+
+
+def meteor_and_corpus(candidates: Sequence[str], references: Sequence[Sequence[str]]) -> tuple[np.ndarray, float]:
+    """Per-caption METEOR 1.5 and pycocoevalcap's corpus METEOR with this process's pool, from one
+    pass over the jar (:meth:`MeteorPool.score_and_corpus`). Same errors as :func:`meteor`."""
+    return get_pool().score_and_corpus(candidates, references)
 
 
 def meteor(candidates: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
