@@ -20,7 +20,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 from . import cached_reports, plots, published
 from .benchmarks import (
     DEFAULT_ALPHA,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.statistics import (
+from captioneval.stats import (
     STATISTICS,
     compare_forced_choice,
     compare_metrics,

@@ -50,7 +50,7 @@ from crowd import engine, privacy
 from crowd.models import Assignment, Caption, Dataset, HumanJudgment, Image, ObjectLabel, PairwiseJudgment, WorkerStatus
 from metrics import pipeline
 from metrics.models import MetricRun
-from metrics.scorers.registry import METRICS
+from captioneval.metrics.registry import METRICS
 
 from . import benchmarks, campaigns, diversity, explorer
 from .models import Report

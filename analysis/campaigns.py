@@ -39,7 +39,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from analysis.statistics import (
+from captioneval.stats import (
     STATISTICS,
     correlation,
     finite_or_none,
@@ -52,7 +52,7 @@ from crowd import engine, quality
 from crowd.kinds import TaskKind, kind_of, report_sections
 from metrics.campaigns import campaign_m, measures_of
 from metrics.models import MetricScore, SetScore
-from metrics.scorers.registry import METRICS
+from captioneval.metrics.registry import METRICS
 
 from .reports import ReportError, completed_runs, metric_name
 
@@ -108,7 +108,7 @@ def _unit_protocol(x, y, units, images) -> dict:
     """Wang & Chan (2019, Table 2) on unit means: ``per_unit_mean`` = Pearson and Spearman between
     each unit's metric score and the mean of its ratings (n_units); ``per_image`` = the Spearman and
     Kendall tau-b of each image's units, averaged over images with at least 2 units and no constant
-    side (:func:`analysis.statistics.per_group_rank_agreement`). Values None where undefined."""
+    side (:func:`captioneval.stats.per_group_rank_agreement`). Values None where undefined."""
     sums: dict = {}
     for xv, yv, u, g in zip(x, y, units, images):
         entry = sums.setdefault(u, [xv, 0.0, 0, g])

@@ -22,7 +22,7 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset, Image
-from metrics.scorers.registry import METRICS
+from captioneval.metrics.registry import METRICS
 from metrics.uploads import is_upload_key
 
 from . import cached_reports, charts, plots

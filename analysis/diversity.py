@@ -20,13 +20,13 @@ from collections import defaultdict
 
 import numpy as np
 
-from analysis.statistics import finite_or_none
+from captioneval.stats import finite_or_none
 from crowd.models import Caption, Dataset, Image, ObjectLabel
 from crowd.privacy import private_system_ids, public_systems
 from metrics import pipeline
 from metrics.models import MetricRun, SetScore, SystemScore
-from metrics.scorers import diversity as kernels
-from metrics.scorers.registry import LEXICAL_MEASURES, METRICS
+from captioneval.kernels import diversity as kernels
+from captioneval.metrics.registry import LEXICAL_MEASURES, METRICS
 
 from .reports import ReportError
 
@@ -45,7 +45,7 @@ def find_run(dataset: Dataset, metric: str, m: int | None = None, cider_df: str 
     ).first()
 
 
-_num = finite_or_none  # None unless finite (analysis.statistics.finite_or_none)
+_num = finite_or_none  # None unless finite (captioneval.stats.finite_or_none)
 
 
 def diversity_summary(dataset_name: str, m: int | None = None, beta2: float = DEFAULT_BETA2, cider_df: str | None = None) -> dict:

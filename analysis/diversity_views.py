@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset, Image
 from crowd.privacy import private_system_ids
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 from metrics.models import SetScore
 
 from . import cached_reports, plots

@@ -44,7 +44,7 @@ from crowd import privacy
 from crowd.models import Caption, Dataset, HumanJudgment, PairwiseJudgment
 from metrics import uploads
 from metrics.models import MetricScore
-from metrics.scorers.registry import METRICS
+from captioneval.metrics.registry import METRICS
 
 from .reports import ReportError, completed_runs, metric_name, protocol
 

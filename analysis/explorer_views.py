@@ -21,7 +21,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 
 from . import cached_reports, explorer
 from .models import Report
@@ -106,7 +106,7 @@ def explorer_page(request, name):
 @require_GET
 def explorer_csv(request, name):
     """Every row matching the filters (all pages), sorted, as CSV (:func:`analysis.explorer.csv_row`;
-    text cells neutralised by :mod:`evalcore.csvsafe`). 400 for bad parameters, 202 while the table
+    text cells neutralised by :mod:`captioneval.utils.csvsafe`). 400 for bad parameters, 202 while the table
     is being built."""
     dataset = get_object_or_404(Dataset, name=name)
     try:

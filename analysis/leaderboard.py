@@ -12,7 +12,7 @@ Data (all read from the database, nothing recomputed but the corpus statistics):
   per *image* the system captioned (the bootstrap's resampling unit), holding the system's summed
   per-caption statistics for that image:
 
-  - metrics with a corpus statistic (:func:`metrics.scorers.corpus.corpus_statistic`: BLEU-1..4 and
+  - metrics with a corpus statistic (:func:`captioneval.kernels.corpus.corpus_statistic`: BLEU-1..4 and
     CIDEr-D) are recomputed from the PTB tokens the pipeline stored (:class:`metrics.models.CaptionTokens`)
     and the image's references, **for each system alone**, as COCOEvalCap scores one model's
     results: corpus BLEU from summed n-gram statistics (pycocoevalcap ``BleuScorer``, option
@@ -30,7 +30,7 @@ Data (all read from the database, nothing recomputed but the corpus statistics):
   of all its ratings (protocol rows "rating", THumB, Flickr8k-Expert) or of its captions' mean
   ratings (protocol rows "mean", Flickr8k-CrowdFlower), with rows ``[sum, count]`` per image.
 
-Statistics (:mod:`analysis.statistics.systems`): the percentile bootstrap over images
+Statistics (:mod:`captioneval.stats.systems`): the percentile bootstrap over images
 (:func:`corpus_estimate`), paired bootstrap resampling (Koehn 2004; sacrebleu ``--paired-bs``) or
 approximate randomization (Riezler & Maxwell 2005; sacrebleu ``--paired-ar``) on the images both
 systems captioned, significance clusters, and Kendall/Pearson agreement over systems. The paired
@@ -39,7 +39,7 @@ the null hypothesis (``tests/test_system_significance.py`` shows both; the delta
 are sacrebleu's either way).
 
 METEOR's corpus score is the METEOR 1.5 jar's aggregate over the system's captions, as
-pycocoevalcap's ``Meteor().compute_score`` gives it (:class:`metrics.scorers.corpus.MeteorCorpus`;
+pycocoevalcap's ``Meteor().compute_score`` gives it (:class:`captioneval.kernels.corpus.MeteorCorpus`;
 it is not the mean of per-caption scores), when Java is installed (``java`` on the PATH, as the
 metric run itself needed); without Java the mean of the stored per-caption scores is shown, and a
 note says so.
@@ -53,20 +53,20 @@ from typing import Callable
 
 import numpy as np
 
-from analysis.statistics import systems as system_stats
+from captioneval.stats import systems as system_stats
 from crowd import privacy
 from crowd.models import Caption, Dataset, HumanJudgment
 from metrics import pipeline, uploads
 from metrics.models import MetricRun, MetricScore, SetScore, SystemScore
-from metrics.scorers import corpus as corpus_module
-from metrics.scorers.registry import METRICS
+from captioneval.kernels import corpus as corpus_module
+from captioneval.metrics.registry import METRICS
 
 from .benchmarks import latex_escape
 from .reports import ReportError, completed_runs, metric_name, protocol
 
 #: version of the report's shape and numbers: part of the stored report's key
 VERSION = 2
-#: p-value of the paired bootstrap (:func:`analysis.statistics.systems.paired_bootstrap`'s ``p_method``)
+#: p-value of the paired bootstrap (:func:`captioneval.stats.systems.paired_bootstrap`'s ``p_method``)
 BOOTSTRAP_P = "centred"
 TESTS = ("bootstrap", "randomization")
 DEFAULT_RESAMPLES = 1000
@@ -181,7 +181,7 @@ class _Data:
 
 def _corpus_rows(data: _Data, statistic, system) -> tuple[np.ndarray, np.ndarray, int]:
     """(image ids, per-image summed statistics, captions left out for lack of references) of
-    ``system`` for a :class:`metrics.scorers.corpus.CorpusStatistic`, over that system's captions
+    ``system`` for a :class:`captioneval.kernels.corpus.CorpusStatistic`, over that system's captions
     alone (so CIDEr-D's document frequencies are those of this system's evaluation set)."""
     tokens, refs = data.tokens(), data.references()
     caps, imgs = data.captions[system.pk], data.images[system.pk]
@@ -301,7 +301,7 @@ def _interval(ci) -> list:
 
 
 def _estimate(rows: np.ndarray, score_fn, n_resamples: int, seed: int) -> tuple[float | None, list]:
-    """(corpus score, [lo, hi]) of per-image ``rows`` (:func:`analysis.statistics.systems.corpus_estimate`);
+    """(corpus score, [lo, hi]) of per-image ``rows`` (:func:`captioneval.stats.systems.corpus_estimate`);
     with a single image the score and no interval."""
     if len(rows) < 2:
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -32,8 +32,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
-from evalcore import csvsafe
-from metrics.scorers.registry import METRICS
+from captioneval.utils import csvsafe
+from captioneval.metrics.registry import METRICS
 from metrics.uploads import is_upload_key
 
 from . import cached_reports, charts, leaderboard

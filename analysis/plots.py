@@ -89,7 +89,7 @@ def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", sta
     tau-c chart; the subtitle says so). Legend below the bars.
 
     correlations : {metric: {"name", statistic: float, "ci95": {statistic: [lo, hi]}}}
-    ceiling : split-half dict (see analysis.statistics.split_half_reliability) or {}.
+    ceiling : split-half dict (see captioneval.stats.split_half_reliability) or {}.
     """
     names = [m["name"] for m in correlations.values()]
     values = [100 * (m.get(statistic) or 0.0) for m in correlations.values()]

@@ -221,7 +221,7 @@ def metric_info(folder: str) -> tuple[str | None, str, bool]:
     """(our metric key or None, display name, computed here) of a metric folder of the table;
     computed here = the key is a metric this platform can compute (not one the registry lists as
     unavailable, like SPICE)."""
-    from metrics.scorers.registry import METRICS as REGISTERED
+    from captioneval.metrics.registry import METRICS as REGISTERED
 
     key, name = METRICS.get(folder, (None, None))
     return key, name or folder, bool(key and key in REGISTERED)

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.statistics import STATISTICS, AgreementReport, finite_or_none, metric_agreement, per_group_rank_agreement
+from captioneval.stats import STATISTICS, AgreementReport, finite_or_none, metric_agreement, per_group_rank_agreement
 from crowd.models import Caption, Dataset, HumanJudgment
 from metrics import pipeline, uploads
 from metrics.models import MetricRun, MetricScore, SystemScore
-from metrics.scorers.registry import LEXICAL_MEASURES, METRICS
+from captioneval.metrics.registry import LEXICAL_MEASURES, METRICS
 
 from .models import CorrelationReport
 
@@ -44,7 +44,7 @@ def completed_runs(
 ) -> dict[str, MetricRun]:
     """{metric: done run}. With ``metrics`` given, each must have a complete run (ReportError
     otherwise); without, every metric of the given ``levels`` ("caption", "set") that has one,
-    including plugin metrics (:mod:`metrics.scorers.plugins`) and, at the caption level, the
+    including plugin metrics (:mod:`captioneval.metrics.plugins`) and, at the caption level, the
     researcher's uploaded scores (:func:`metrics.uploads.uploaded_runs`, keys ``user_*``).
     ``cider_df`` selects the runs computed with that document-frequency file."""
     uploaded_keys = [k for k in (metrics or []) if uploads.is_upload_key(k)]
@@ -239,7 +239,7 @@ def correlation_report(
     cider_df: str | None = None, weighting: str | None = None, criterion: str | None = None,
 ) -> dict:
     """The correlation report of ``dataset_name`` as a JSON-serialisable dict: the
-    :meth:`analysis.statistics.AgreementReport.to_json` of the dataset's item-level agreement.
+    :meth:`captioneval.stats.AgreementReport.to_json` of the dataset's item-level agreement.
 
     Shape::
 

@@ -11,9 +11,9 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 from metrics.models import MetricRun, SystemScore
-from metrics.scorers.registry import LEXICAL_MEASURES, UNAVAILABLE
+from captioneval.metrics.registry import LEXICAL_MEASURES, UNAVAILABLE
 
 from . import cached_reports
 from .benchmarks import LABELS, headline_first
@@ -112,7 +112,7 @@ def weighting_choices(dataset) -> tuple[list[tuple[str, str]], str | None]:
     lexical diversity ratio l_d, which compare each system's corpus with the reference corpora) is
     defined for every candidate system; each offered choice therefore yields a report. ``reason``
     (one line) says why nothing is offered, None when something is."""
-    from metrics.scorers.registry import METRICS
+    from captioneval.metrics.registry import METRICS
 
     if dataset.reference_system_id is None or not dataset.references().exists():
         return [], (f"they compare each system's vocabulary with the reference captions, and {dataset.name} has none.")

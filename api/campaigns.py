@@ -34,7 +34,7 @@ image source with ``set_image_source``). A name already taken is 409. The write 
 again instead of failing on the name.
 
 The judgments export is JSON by default (an array of the JSON Lines export's objects), CSV with
-``?format=csv`` (the page's file, formula-safe cells: :mod:`evalcore.csvsafe`) or JSON Lines with
+``?format=csv`` (the page's file, formula-safe cells: :mod:`captioneval.utils.csvsafe`) or JSON Lines with
 ``?format=jsonl``.
 """
 from __future__ import annotations

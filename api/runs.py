@@ -9,7 +9,7 @@
     the compute form's path (:func:`metrics.jobs.start_from_web`: the metrics the dataset offers,
     :func:`metrics.pipeline.plan_runs`, then Celery, or a background thread without a broker). Group
     names (``coco``...) are expanded as ``compute_metrics`` does. A metric that cannot run on this
-    server now (METEOR without Java: :func:`metrics.scorers.registry.unavailable_now`) is skipped
+    server now (METEOR without Java: :func:`captioneval.metrics.registry.unavailable_now`) is skipped
     with its reason in ``skipped`` and the others start; if that leaves none, or a metric is not
     offered for the dataset, or the plan is refused: 400 with the reason, nothing recorded. Answers
     202 with ``{"runs": [...], "started", "up_to_date", "pending": [run ids], "skipped": [{"metric",
@@ -21,7 +21,7 @@
     ``key`` (the caption's key), ``value`` (null when undefined: NaN), ``raw`` (VIFIDEL's distance)
     for a caption-level run; set-level runs have no ``caption``/``key``, system-level ones no
     ``image`` either. Units of systems public pages hide (:func:`api.base.public_systems`) are left
-    out. The CSV goes through :mod:`evalcore.csvsafe` (no cell a spreadsheet would run as a formula),
+    out. The CSV goes through :mod:`captioneval.utils.csvsafe` (no cell a spreadsheet would run as a formula),
     as every download of the site.
 """
 from __future__ import annotations
@@ -42,10 +42,10 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from crowd.models import Dataset
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 from metrics import jobs, pipeline
 from metrics.models import MetricRun, MetricScore, SetScore, SystemScore
-from metrics.scorers import registry
+from captioneval.metrics import registry
 from metrics.uploads import metric_display_name
 
 from . import base
@@ -226,7 +226,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return self.get_paginated_response([score_dict(r) for r in page])
 
     @extend_schema(responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description=(
-        "header caption,image,system,key,value,raw; one row per unit; cells neutralised by evalcore.csvsafe"))},
+        "header caption,image,system,key,value,raw; one row per unit; cells neutralised by captioneval.utils.csvsafe"))},
         summary="The run's stored scores (CSV)")
     @action(detail=True, methods=["get"], url_path="scores/csv", url_name="scores-csv",
             renderer_classes=[JSONRenderer, CSVRenderer])

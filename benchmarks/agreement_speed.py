@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.statistics.agreement import (  # noqa: E402
+from captioneval.stats.agreement import (  # noqa: E402
     ALPHA_LEVELS,
     krippendorff_alpha_from_triples,
     split_half_reliability,

@@ -1,4 +1,4 @@
-"""Time the group bootstrap of analysis.statistics.correlate against the naive approach.
+"""Time the group bootstrap of captioneval.stats.correlate against the naive approach.
 
 Synthetic data shaped like the main dataset: 16,992 rows in 1,000 groups (images), metric score
 x continuous, human score y in {1, 2, 3, 4}, all four statistics, 1,000 resamples.
@@ -19,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.statistics import STATISTICS, correlate  # noqa: E402
-from analysis.statistics.correlation import (  # noqa: E402
+from captioneval.stats import STATISTICS, correlate  # noqa: E402
+from captioneval.stats.correlation import (  # noqa: E402
     _bootstrap_distribution,
     _bootstrap_draws,
     _encode_groups,

@@ -5,7 +5,7 @@ Run from the repository root (no Django needed)::
     .venv/bin/python benchmarks/cider_d_speed.py
 
 Loads the 5,664 Flickr8k-Expert pairs (data/flickr8k), PTB-tokenises them once, then times
-``metrics.scorers.cider.cider_d`` and ``pycocoevalcap.cider.cider.Cider`` on the same tokenised
+``captioneval.kernels.cider.cider_d`` and ``pycocoevalcap.cider.cider.Cider`` on the same tokenised
 input (best of 3 runs each; items keyed per pair). Exits with status 1 if a per-caption score
 differs by more than 1e-6.
 """
@@ -21,7 +21,7 @@ if str(REPO_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks.timing import best_time  # noqa: E402
-from metrics.scorers.cider import cider_d  # noqa: E402
+from captioneval.kernels.cider import cider_d  # noqa: E402
 from tests.flickr8k_data import load_flickr8k_expert_tokenized  # noqa: E402
 
 TOLERANCE = 1e-6

@@ -9,14 +9,14 @@ Run from the repository root (no Django needed; Java for the PTB tokeniser)::
 Loads the dataset (data/flickr8k; CrowdFlower with the reference protocol of the importer
 ``import_dataset flickr8k-crowdflower``: a judged candidate equal to one of its image's references
 removes that reference, Hessel et al. 2021; Flickr8k-Expert as :mod:`tests.flickr8k_data`),
-PTB-tokenises every distinct caption once with :func:`metrics.scorers.tokenizer.ptb_tokenize` (not
+PTB-tokenises every distinct caption once with :func:`captioneval.text.tokenizer.ptb_tokenize` (not
 timed), then times, best of ``--repeats`` runs each, on the same tokenised input:
 
 * BLEU: ``pycocoevalcap.bleu.bleu.Bleu(4).compute_score`` against
-  :func:`metrics.scorers.bleu.bleu_scores`. Both produce BLEU-1..4 in one call, so the time of that
+  :func:`captioneval.kernels.bleu.bleu_scores`. Both produce BLEU-1..4 in one call, so the time of that
   one call is reported for each of bleu_1 .. bleu_4 (the output says so);
 * ROUGE-L: ``pycocoevalcap.rouge.rouge.Rouge().compute_score`` against
-  :func:`metrics.scorers.rouge.rouge_l`.
+  :func:`captioneval.kernels.rouge.rouge_l`.
 
 Prints per metric the pycocoevalcap time, ours, their ratio (pycocoevalcap / ours, the speed-up) and
 the largest absolute difference per caption (for BLEU also of the corpus score). ``--json FILE``
@@ -39,8 +39,8 @@ if str(REPO_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks.timing import best_time  # noqa: E402
-from metrics.scorers.bleu import bleu_scores  # noqa: E402
-from metrics.scorers.rouge import rouge_l  # noqa: E402
+from captioneval.kernels.bleu import bleu_scores  # noqa: E402
+from captioneval.kernels.rouge import rouge_l  # noqa: E402
 
 FLICKR8K = REPO_ROOT / "data" / "flickr8k"
 DATASETS = ("flickr8k-crowdflower", "flickr8k-expert")
@@ -86,7 +86,7 @@ def load_expert() -> tuple[list[str], list[list[str]]]:
 
 def tokenized(candidates: list[str], references: list[list[str]]) -> tuple[list[str], list[list[str]]]:
     """PTB-tokenise every distinct caption once; reference lists shared before stay shared."""
-    from metrics.scorers.tokenizer import ptb_tokenize
+    from captioneval.text.tokenizer import ptb_tokenize
 
     texts = list(dict.fromkeys([*candidates, *(r for refs in references for r in refs)]))
     tok = dict(zip(texts, ptb_tokenize(texts)))

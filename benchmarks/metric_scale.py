@@ -230,7 +230,7 @@ def tokenise(dataset) -> dict:
     from crowd.models import Caption
     from metrics import pipeline
     from metrics.models import CaptionTokens
-    from metrics.scorers.tokenizer import ptb_tokenize
+    from captioneval.text.tokenizer import ptb_tokenize
 
     texts = list(Caption.objects.filter(image__dataset=dataset).order_by("id").values_list("text", flat=True))
     t0 = time.perf_counter()
@@ -292,8 +292,8 @@ def load_inputs(dataset, metric: str) -> Inputs:
 
 def in_process(inputs: Inputs) -> tuple[float, np.ndarray]:
     """Score ``inputs`` with the registry's scorer in this process; returns (seconds, values)."""
-    from metrics.scorers import registry
-    from metrics.scorers.cider import DocumentFrequency
+    from captioneval.metrics import registry
+    from captioneval.kernels.cider import DocumentFrequency
 
     t0 = time.perf_counter()
     if inputs.metric == "cider_d":
@@ -507,7 +507,7 @@ def warm_up(dataset, metrics, workers: Workers, timeout: float) -> None:
 def benchmark(args) -> dict:
     """Run every measurement (see the module docstring) and return the report (JSON-serialisable)."""
     from crowd.models import Dataset
-    from metrics.scorers import embeddings
+    from captioneval.kernels import embeddings
 
     report = {
         "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg()},

@@ -1,4 +1,4 @@
-"""Time Self-CIDEr (metrics.scorers.diversity.self_cider) against the pycocoevalcap-based reference.
+"""Time Self-CIDEr (captioneval.kernels.diversity.self_cider) against the pycocoevalcap-based reference.
 
 Data: the official example input of Wang & Chan's code (github.com/qingzwang/DiversityMetrics,
 results/merge_results.json: 5,000 images x 10 captions), copied to
@@ -33,8 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metrics.scorers.cider import DocumentFrequency  # noqa: E402
-from metrics.scorers.diversity import self_cider  # noqa: E402
+from captioneval.kernels.cider import DocumentFrequency  # noqa: E402
+from captioneval.kernels.diversity import self_cider  # noqa: E402
 from tests.reference_self_cider import document_frequency_table, self_cider_reference  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "coco_multicaption_selfcider_example" / "merge_results.json"

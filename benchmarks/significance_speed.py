@@ -26,13 +26,13 @@ import scipy.stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.statistics import (  # noqa: E402
+from captioneval.stats import (  # noqa: E402
     compare_metrics,
     pair_counts,
     permutation_test,
     tie_calibrated_accuracy,
 )
-from analysis.statistics.significance import _mixed_distribution, _SwapDraws, _zscore  # noqa: E402
+from captioneval.stats.significance import _mixed_distribution, _SwapDraws, _zscore  # noqa: E402
 
 N_ROWS = 47_830
 

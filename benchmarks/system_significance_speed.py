@@ -22,7 +22,7 @@ from sacrebleu.significance import Result, _paired_ar_test, _paired_bs_test
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.statistics import approximate_randomization, paired_bootstrap  # noqa: E402
+from captioneval.stats import approximate_randomization, paired_bootstrap  # noqa: E402
 
 
 def bleu_stats(rng: np.random.Generator, n: int, quality: float) -> np.ndarray:

@@ -7,9 +7,9 @@ Run from the repository root (no Django needed)::
     .venv/bin/python benchmarks/tokenizer_equality.py --all      # every bundled dataset + hostile corpus
     .venv/bin/python benchmarks/tokenizer_equality.py --json out.json
 
-Compares ``metrics.scorers.tokenizer.ptb_tokenize_java`` (pycocoevalcap 1.2: Stanford CoreNLP 3.4.1
+Compares ``captioneval.text.tokenizer.ptb_tokenize_java`` (pycocoevalcap 1.2: Stanford CoreNLP 3.4.1
 ``PTBTokenizer -preserveLines -lowerCase``, one JVM per batch, its start included in the time) with
-``metrics.scorers.ptb.tokenize`` (its cache cleared before the run, so the time includes tokenising each
+``captioneval.text.ptb.tokenize`` (its cache cleared before the run, so the time includes tokenising each
 distinct caption once) on the same caption list, in the same run. Default set: the Flickr8k-CrowdFlower
 dataset's captions as the importer stores them (one candidate per judged pair, 47,830, and the five
 reference captions of each of the 1,000 judged images; data/flickr8k). Prints the number of captions
@@ -32,8 +32,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from metrics.scorers import ptb  # noqa: E402
-from metrics.scorers.tokenizer import ptb_tokenize_java  # noqa: E402
+from captioneval.text import ptb  # noqa: E402
+from captioneval.text.tokenizer import ptb_tokenize_java  # noqa: E402
 
 DATA = REPO_ROOT / "data"
 HOSTILE = REPO_ROOT / "tests" / "data" / "hostile_captions.json"

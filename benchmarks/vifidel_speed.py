@@ -33,8 +33,8 @@ if str(REPO_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks.timing import best_time  # noqa: E402
-from metrics.scorers.embeddings import describe_vectors, load_vectors  # noqa: E402
-from metrics.scorers.vifidel import content_words, object_words, vifidel_many  # noqa: E402
+from captioneval.kernels.embeddings import describe_vectors, load_vectors  # noqa: E402
+from captioneval.kernels.vifidel import content_words, object_words, vifidel_many  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 THUMB = DATA / "thumb" / "mscoco_THumB-1.0.jsonl"

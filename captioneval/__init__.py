@@ -10,8 +10,10 @@ correlations of the platform, without Django, Celery or a database.
 * :class:`COCOEvalCap` -- a drop-in replacement for pycocoevalcap's ``COCOEvalCap``, and
   :class:`COCO`, a reader of COCO caption files that needs no pycocotools (:mod:`captioneval.coco`).
 
-The maths is the platform's own Django-free core (:mod:`metrics.scorers`,
-:mod:`analysis.statistics`); this package only adapts inputs and outputs. Importing it imports
+The science is organised in subpackages: :mod:`captioneval.metrics` (metric classes, one file per
+metric), :mod:`captioneval.kernels` (their arithmetic), :mod:`captioneval.text` (PTB tokenisation),
+:mod:`captioneval.stats` (the statistics of meta-evaluation) and :mod:`captioneval.utils` (numbers
+and CSV helpers); the modules above adapt inputs and outputs. Importing it imports
 neither Django nor Celery (``tests/test_layering.py`` checks it). Guide: ``docs/library.md``.
 """
 from __future__ import annotations

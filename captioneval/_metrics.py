@@ -1,9 +1,9 @@
 """Which metrics this installation can run: the platform's registry, or its light part.
 
-:func:`catalogue` is :mod:`metrics.scorers.registry` (built-in metrics, registered ones, plugins)
+:func:`catalogue` is :mod:`captioneval.metrics.registry` (built-in metrics, registered ones, plugins)
 when it imports. The registry imports every built-in metric module, and VIFIDEL's needs gensim, POT
 and scikit-learn, which the base install of ``captioneval`` leaves out; without them the catalogue
-imports the built-in metric modules one by one (the way :func:`metrics.scorers.builtin.discover`
+imports the built-in metric modules one by one (the way :func:`captioneval.metrics.builtin.discover`
 does) and lists the modules it could not import, with the package they miss and the extra that
 installs it. The metric objects are the registry's own classes either way: nothing is reimplemented.
 """
@@ -41,14 +41,14 @@ class Catalogue:
 def catalogue() -> Catalogue:
     """The metrics available here (see the module docstring); computed once per process."""
     try:
-        from metrics.scorers import registry
+        from captioneval.metrics import registry
     except ImportError as exc:
         if not exc.name or exc.name.startswith("metrics"):
             raise
     else:
         return Catalogue(registry.METRICS, registry.UNAVAILABLE, registry.GROUPS)
-    from metrics.scorers import builtin
-    from metrics.scorers.base import read_module
+    from captioneval.metrics import builtin
+    from captioneval.metrics.base import read_module
 
     found, missing, unavailable = [], {}, {}
     for info in pkgutil.iter_modules(builtin.__path__):
@@ -84,7 +84,7 @@ def expand(keys) -> list[str]:
 def why_not_now(metric) -> str | None:
     """Why ``metric`` cannot run in this process right now (Java or pycocoevalcap's jar missing for
     a metric that needs a JVM), or None."""
-    from metrics.scorers import base
+    from captioneval.metrics import base
 
     if base.JVM not in metric.needs:
         return None
@@ -97,12 +97,12 @@ def why_not_now(metric) -> str | None:
 
 
 def _builtin(key: str):
-    """The built-in metric ``key``, importing the modules of :mod:`metrics.scorers.builtin` one at a
+    """The built-in metric ``key``, importing the modules of :mod:`captioneval.metrics.builtin` one at a
     time in name order only until one exports it (so ``bleu_4`` does not import VIFIDEL's gensim and
     POT, about 2 s), or None. The object is the one the registry lists: built-in keys are never
     shadowed by registered or plugin metrics."""
-    from metrics.scorers import builtin
-    from metrics.scorers.base import read_module
+    from captioneval.metrics import builtin
+    from captioneval.metrics.base import read_module
 
     for info in sorted(pkgutil.iter_modules(builtin.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
@@ -162,7 +162,7 @@ def run(metric, batch):
     try:
         return metric.score(batch)
     except ModuleNotFoundError as exc:
-        if not exc.name or exc.name.split(".")[0] in ("metrics", "analysis", "evalcore", "captioneval"):
+        if not exc.name or exc.name.split(".")[0] in ("metrics", "analysis", "captioneval.utils", "captioneval"):
             raise
         raise MetricError(f"{metric.name} needs the package {exc.name}, which is not installed: "
                           f"pip install '{FULL_EXTRA}'") from None

@@ -16,10 +16,10 @@ and ``evalImgs`` (the list of ``imgToEval``'s values), evaluating the images of
 
 The numbers are pycocoevalcap's (checked in ``tests/test_library.py`` against its ``COCOEvalCap``
 on Flickr8k-Expert): captions PTB-tokenised as its Stanford tokeniser does (our pure-Python
-tokenizer, :mod:`metrics.scorers.ptb`, equal to it on every bundled caption), the results and the
+tokenizer, :mod:`captioneval.text.ptb`, equal to it on every bundled caption), the results and the
 references each as one batch; corpus BLEU-n from summed statistics (``BleuScorer.compute_score``,
-:class:`metrics.scorers.corpus.BleuCorpus`), corpus METEOR the jar's aggregate
-(:class:`metrics.scorers.corpus.MeteorCorpus`), ROUGE-L and CIDEr the means of the per-image
+:class:`captioneval.kernels.corpus.BleuCorpus`), corpus METEOR the jar's aggregate
+(:class:`captioneval.kernels.corpus.MeteorCorpus`), ROUGE-L and CIDEr the means of the per-image
 scores, CIDEr(-D) with the document frequencies of the evaluated images. Only METEOR needs Java
 and pycocoevalcap's jar (``pip install 'captioneval[meteor]'``); without them METEOR is reported in
 :attr:`COCOEvalCap.unavailable` with the reason, as SPICE always is (its jar downloads Stanford

@@ -2,7 +2,7 @@
 
 Pearson, Spearman, Kendall tau-b and tau-c (scipy.stats point estimates) with percentile bootstrap
 intervals over groups, from the platform's Django-free statistics
-(:func:`analysis.statistics.correlate`, :func:`analysis.statistics.per_group_rank_agreement`).
+(:func:`captioneval.stats.correlate`, :func:`captioneval.stats.per_group_rank_agreement`).
 Items with several human ratings give one row per rating (the protocol of the Flickr8k-Expert
 evaluations, Hessel et al. 2021), each carrying the item's metric score; the bootstrap resamples
 groups (e.g. images), or items when no group is given.
@@ -25,10 +25,10 @@ class Correlation:
 
     Attributes
     ----------
-    results : metric name -> :class:`analysis.statistics.CorrelationResult` (``estimates``: statistic
-        -> :class:`analysis.statistics.Estimate` with ``value``, ``low``, ``high``; ``n_rows``,
+    results : metric name -> :class:`captioneval.stats.CorrelationResult` (``estimates``: statistic
+        -> :class:`captioneval.stats.Estimate` with ``value``, ``low``, ``high``; ``n_rows``,
         ``n_groups``; ``to_dict()``).
-    rank_agreement : metric name -> :class:`analysis.statistics.RankAgreement` (mean within-group
+    rank_agreement : metric name -> :class:`captioneval.stats.RankAgreement` (mean within-group
         Spearman and Kendall tau-b, Wang & Chan 2019), only when groups were given.
     n_items : items used (ids with both a metric score and a human score; all rows for sequences).
     unmatched_metric, unmatched_human : ids left out because the other side has no score for them.
@@ -114,11 +114,11 @@ def correlate(
 
     Returns :class:`Correlation`. Raises :class:`InputError` for non-finite scores, lengths that
     differ, no item with both scores, groups missing for an item; ValueError from
-    :func:`analysis.statistics.correlate` for bad settings (unknown statistic, fewer than 2 groups).
+    :func:`captioneval.stats.correlate` for bad settings (unknown statistic, fewer than 2 groups).
     """
-    from analysis.statistics import STATISTICS
-    from analysis.statistics import correlate as _correlate
-    from analysis.statistics import per_group_rank_agreement
+    from captioneval.stats import STATISTICS
+    from captioneval.stats import correlate as _correlate
+    from captioneval.stats import per_group_rank_agreement
 
     stats = tuple(STATISTICS if statistics is None else ([statistics] if isinstance(statistics, str) else statistics))
     if isinstance(metric_scores, Mapping) and metric_scores and not all(_is_scores(v) for v in metric_scores.values()):

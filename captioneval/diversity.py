@@ -1,6 +1,6 @@
 """``captioneval.diversity``: diversity measures of caption sets (several captions of one image).
 
-The measures are the platform's metric objects (:mod:`metrics.scorers.registry`): at the *set*
+The measures are the platform's metric objects (:mod:`captioneval.metrics.registry`): at the *set*
 level Self-CIDEr, LSA, 1 - mBLEU-1..4 / mix (Wang & Chan 2019, CVPR) and, with references, set
 accuracy (mean CIDEr-D of the set's captions); at the *system* level the vocabulary size and, with
 ``lexicalrichness`` installed (``captioneval[metrics]``), TTR, Root TTR, Log TTR, HD-D and MTLD
@@ -133,9 +133,9 @@ def diversity(
     and :class:`MetricError` (unknown metric, caption-level metric, a metric that needs references
     without them, a missing optional package).
     """
-    from metrics.scorers import base
-    from metrics.scorers.cider import DocumentFrequency
-    from metrics.scorers.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION
+    from captioneval.metrics import base
+    from captioneval.kernels.cider import DocumentFrequency
+    from captioneval.text.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION
 
     ids, sets, references = _as_lists(sets, references, ids)
     if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):

@@ -1,10 +1,10 @@
 """``captioneval.evaluate``: per-caption and corpus scores of captions against references.
 
-The metrics are the platform's own metric objects (:mod:`metrics.scorers.registry`; BLEU-1..4,
+The metrics are the platform's own metric objects (:mod:`captioneval.metrics.registry`; BLEU-1..4,
 ROUGE-L and CIDEr-D vectorised and equal to pycocoevalcap per caption, METEOR 1.5 through
 pycocoevalcap's jar), the captions PTB-tokenised as the COCO caption evaluation does
-(:func:`metrics.scorers.tokenizer.ptb_tokenize`, pure Python by default). Corpus scores are the ones
-pycocoevalcap's ``COCOEvalCap`` reports for the same captions (:mod:`metrics.scorers.corpus`):
+(:func:`captioneval.text.tokenizer.ptb_tokenize`, pure Python by default). Corpus scores are the ones
+pycocoevalcap's ``COCOEvalCap`` reports for the same captions (:mod:`captioneval.kernels.corpus`):
 
 * BLEU-n: ``BleuScorer.compute_score`` on statistics summed over the captions (not the mean of
   sentence BLEU);
@@ -42,7 +42,7 @@ class ScoredItems:
         with a value per item.
     corpus : key -> the score over all items (float; how, depends on the metric).
     signatures : key -> the metric's signature (name, key, version, level, parameters), as
-        :meth:`metrics.scorers.base.Metric.signature`; ``signature_strings`` the sacrebleu-style form.
+        :meth:`captioneval.metrics.base.Metric.signature`; ``signature_strings`` the sacrebleu-style form.
     names : key -> the field's name of the metric (``BLEU-4``, ``CIDEr-D``).
     tokenizer : name and version of the tokenizer (``ptb/<version>``, or ``pre-tokenised``).
     """
@@ -173,9 +173,9 @@ def _inputs(candidates, references, ids) -> tuple[list, list[str], list[list[str
 
 def tokenize(texts: Sequence[str], implementation: str | None = None) -> list[str]:
     """PTB-tokenise ``texts`` as one batch, exactly as pycocoevalcap's ``PTBTokenizer`` (lower case,
-    punctuation removed): :func:`metrics.scorers.tokenizer.ptb_tokenize`. ``implementation``:
+    punctuation removed): :func:`captioneval.text.tokenizer.ptb_tokenize`. ``implementation``:
     ``"python"`` (default, no Java) or ``"java"`` (pycocoevalcap's Stanford jar)."""
-    from metrics.scorers.tokenizer import ptb_tokenize
+    from captioneval.text.tokenizer import ptb_tokenize
 
     return ptb_tokenize(list(texts), implementation)
 
@@ -230,8 +230,8 @@ def evaluate(
         an unknown metric, one of another level, or one that cannot run here (the reason says why:
         e.g. METEOR without Java).
     """
-    from metrics.scorers import base
-    from metrics.scorers.tokenizer import JAVA_VERSION, TOKENIZER_NAME, TOKENIZER_VERSION, ptb
+    from captioneval.metrics import base
+    from captioneval.text.tokenizer import JAVA_VERSION, TOKENIZER_NAME, TOKENIZER_VERSION, ptb
 
     ids, raw_candidates, raw_references = _inputs(candidates, references, ids)
     keys = list(COCO_METRICS) if metrics is None else ([metrics] if isinstance(metrics, str) else list(metrics))
@@ -245,7 +245,7 @@ def evaluate(
             raise MetricError(f"{metric.key} needs {', '.join(sorted(extra))}, which captioneval.evaluate does not "
                               "provide; compute it on the platform (manage.py compute_metrics)")
     if any(base.JVM in m.needs for m in chosen):  # start METEOR's JVM now: it loads while the rest runs
-        from metrics.scorers.meteor import prestart
+        from captioneval.kernels.meteor import prestart
 
         prestart()
     if tokenized:
@@ -281,11 +281,11 @@ def evaluate(
 
 def _meteor(candidates: list[str], references: list[list[str]]) -> tuple[np.ndarray, float, str]:
     """(per-caption scores, corpus score, how it is computed) of METEOR 1.5 from ONE pass over the jar
-    (this process's persistent JVM pool, :func:`metrics.scorers.meteor.meteor_and_corpus`): each
+    (this process's persistent JVM pool, :func:`captioneval.kernels.meteor.meteor_and_corpus`): each
     caption's statistics, then one ``EVAL`` of all of them answering every caption's score and the
     aggregate, as pycocoevalcap's ``Meteor.compute_score``. Raises JavaMissingError, MeteorError."""
-    from metrics.scorers.corpus import METEOR_CORPUS
-    from metrics.scorers.meteor import meteor_and_corpus
+    from captioneval.kernels.corpus import METEOR_CORPUS
+    from captioneval.kernels.meteor import meteor_and_corpus
 
     if not candidates:
         return np.zeros(0), math.nan, "no caption"
@@ -297,7 +297,7 @@ def _corpus(metric, values: np.ndarray, candidates: list[str], references: list[
             cache: dict) -> tuple[float, str]:
     """(corpus score, how it is computed) of one metric, as pycocoevalcap computes it; ``cache`` keeps
     the summed BLEU statistics (shared by BLEU-1..4) for one call of :func:`evaluate`."""
-    from metrics.scorers import corpus as corpus_stats
+    from captioneval.kernels import corpus as corpus_stats
 
     if not len(values):
         return math.nan, "no caption"

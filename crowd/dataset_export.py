@@ -27,7 +27,7 @@ sets rather than captions, a dataset without references, names the importer woul
 (an image key such as ``007`` that it would read as COCO id ``7``).
 Images without candidate captions are left out (a note says so: CIDEr-D's document frequencies,
 taken over the dataset's references, can then differ). Layering: imports :mod:`crowd.models`,
-:mod:`crowd.importers` and :mod:`evalcore.csvsafe` only.
+:mod:`crowd.importers` and :mod:`captioneval.utils.csvsafe` only.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import shlex
 from collections import defaultdict
 from typing import TextIO
 
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 
 from .importers.base import image_key, shorten
 from .importers.judgments import HEADLINES, PUBLISHED_BY_KIND, REFERENCE_SYSTEM, JudgmentMapping
@@ -65,7 +65,7 @@ def export_dataset(dataset: Dataset, fmt: str, out: TextIO, notes: list[str] | N
     ``candidate``, ``rater``, one field per criterion (``score_<criterion>`` if a criterion's name
     is one of these) and the references (JSON list; CSV: columns ``references.1`` ...). A dataset
     without judgments has no rater and score fields. CSV cells go through
-    :func:`evalcore.csvsafe.neutralise` (the importer restores them). ``notes`` (a list) receives
+    :func:`captioneval.utils.csvsafe.neutralise` (the importer restores them). ``notes`` (a list) receives
     warnings (images left out, ids out of order).
 
     Raises ValueError (one line) for a format not in :data:`EXPORT_FORMATS` or a dataset this

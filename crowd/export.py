@@ -6,14 +6,14 @@ Every submitted assignment is exported, including gold items, late and uncounted
 workers did is invisible. Unconfirmed provider claims (``Assignment.verified`` False: URL
 parameters MTurk has not confirmed) are left out until the provider confirms them. CSV cells that are text starting with ``= + - @`` (or tab / CR) get a
 leading apostrophe so spreadsheet programs do not run them as formulas (OWASP "CSV injection", see
-:mod:`evalcore.csvsafe`); plain numbers are left as they are.
+:mod:`captioneval.utils.csvsafe`); plain numbers are left as they are.
 """
 from __future__ import annotations
 
 import io
 import json
 
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 
 from .kinds import get_kind
 from .models import Assignment
@@ -57,7 +57,7 @@ def _cell(value):
 
 def to_csv(campaign) -> str:
     """The long-format export as CSV text (header :data:`COLUMNS`, one row per :func:`rows` entry;
-    formula-like text neutralised by :mod:`evalcore.csvsafe`)."""
+    formula-like text neutralised by :mod:`captioneval.utils.csvsafe`)."""
     buf = io.StringIO()
     writer = csvsafe.writer(buf)
     writer.writerow(COLUMNS)

@@ -12,16 +12,16 @@ worker's last ``SPEED_WINDOW`` tasks, ``SPEED_WARN_AT`` answered faster than the
 warning).
 
 Krippendorff's alpha: Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", and
-(2004), *Content Analysis*, section 11.3 (:func:`analysis.statistics.krippendorff_alpha_from_triples`);
+(2004), *Content Analysis*, section 11.3 (:func:`captioneval.stats.krippendorff_alpha_from_triples`);
 Dawid-Skene: Dawid & Skene (1979), "Maximum likelihood estimation of observer error-rates using the
-EM algorithm" (:func:`analysis.statistics.dawid_skene`).
+EM algorithm" (:func:`captioneval.stats.dawid_skene`).
 """
 from __future__ import annotations
 
 import statistics as pystats
 from collections import defaultdict
 
-from analysis.statistics import (
+from captioneval.stats import (
     dawid_skene,
     krippendorff_alpha_from_triples,
     majority_vote,

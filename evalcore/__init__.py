@@ -1,12 +1,8 @@
-"""Django-free helpers shared by every layer of the platform.
+"""Deprecated: the number and CSV helpers moved to :mod:`captioneval.utils` in 0.20.
 
-``evalcore`` sits with the other Django-free cores (:mod:`metrics.scorers`,
-:mod:`analysis.statistics`) just above the settings: it imports only the standard library, never
-Django, Celery or an app of the platform, so any layer may import it (``tests/test_layering.py``
-checks this).
-
-Modules:
-
-* :mod:`evalcore.csvsafe` -- CSV cells a spreadsheet will not run as formulas (OWASP "CSV
-  Injection"), with an exact way back.
+``evalcore.csvsafe`` and ``evalcore.numbers`` still import for one release, with a
+:class:`DeprecationWarning`, as the same modules under their new names. See docs/library.md.
 """
+from captioneval.utils.deprecation import alias_modules
+
+alias_modules({f"{__name__}.{m}": f"captioneval.utils.{m}" for m in ("csvsafe", "numbers")})

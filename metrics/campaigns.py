@@ -32,11 +32,11 @@ import logging
 from django.db import transaction
 
 from . import pipeline
-from .scorers.registry import METRICS
+from captioneval.metrics.registry import METRICS
 
 log = logging.getLogger("metrics.campaigns")
 
-#: numeric criterion of caption-set judgments -> the :attr:`metrics.scorers.base.Metric.higher`
+#: numeric criterion of caption-set judgments -> the :attr:`captioneval.metrics.base.Metric.higher`
 #: direction of the set-level measures those judgments validate (Wang & Chan 2019, Table 2:
 #: Self-CIDEr, LSA and mBLEU are all "more diverse"; set accuracy, "better", is not a diversity measure)
 CRITERION_DIRECTIONS = {"diversity": "more diverse"}

@@ -6,7 +6,7 @@ change a dataset's public scores).
 
 What: :func:`metric_choices` lists the metrics whose inputs exist for a dataset (references,
 object labels, word vectors, candidate captions, caption sets, systems: what each metric declares in
-:attr:`metrics.scorers.base.Metric.needs`), and one reason for each metric it does not offer.
+:attr:`captioneval.metrics.base.Metric.needs`), and one reason for each metric it does not offer.
 
 How: :func:`start_from_web` plans the runs (:func:`metrics.pipeline.plan_runs`) and starts them
 (:func:`metrics.tasks.start_runs`); :func:`queue_upload` stores an upload's bytes in an
@@ -33,7 +33,7 @@ from crowd.models import Dataset, ObjectLabel, System
 
 from . import pipeline
 from .models import MetricRun, UploadJob
-from .scorers import base, registry
+from captioneval.metrics import base, registry
 
 log = logging.getLogger("metrics.jobs")
 
@@ -83,8 +83,8 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
     offered: ``{"key", "name", "level", "description", "status"}`` for each metric whose inputs exist;
     ``status`` is the state of its newest run (``"done"``, ``"running"``...) or None.
     refused: ``{"key", "name", "reason"}`` (one line) for each metric this installation cannot run
-    (:data:`metrics.scorers.registry.UNAVAILABLE`; METEOR without Java on this server:
-    :func:`metrics.scorers.registry.unavailable_now`) or whose inputs the dataset lacks.
+    (:data:`captioneval.metrics.registry.UNAVAILABLE`; METEOR without Java on this server:
+    :func:`captioneval.metrics.registry.unavailable_now`) or whose inputs the dataset lacks.
     """
     has_refs = dataset.reference_system_id is not None and dataset.references().exists()
     has_candidates = dataset.candidates().exists()

@@ -2,7 +2,7 @@
 
 A :class:`MetricRun` is one metric (at one implementation version, with one set of parameters)
 computed over one dataset. It stores status, progress and timings, and owns one score per unit of
-the metric's level (:attr:`metrics.scorers.registry.Metric.level`): a :class:`MetricScore` per
+the metric's level (:attr:`captioneval.metrics.registry.Metric.level`): a :class:`MetricScore` per
 candidate caption (BLEU, CIDEr-D, VIFIDEL), a :class:`SetScore` per caption set (Self-CIDEr, LSA,
 mBLEU diversity, set accuracy) or a :class:`SystemScore` per system (vocabulary, lexical diversity
 and the Lexical Gap). A run is ``done`` only when every unit has a score. :class:`CaptionTokens` caches tokenised captions, shared by all metrics.
@@ -181,7 +181,7 @@ class DocumentFrequencyTable(models.Model):
     per run from the dataset by ``metrics.tasks.start_run`` (``name`` ``dataset:<name>``) so that every
     worker uses the same table instead of building its own (:attr:`MetricRun.document_frequency`).
 
-    ``packed`` is the table in the binary form of ``metrics.scorers.cider.DocumentFrequency.to_packed``
+    ``packed`` is the table in the binary form of ``captioneval.kernels.cider.DocumentFrequency.to_packed``
     (sorted vocabulary and per-order sorted key/count arrays), which workers load without parsing JSON
     or building a look-up index. A supplied table also has ``counts`` (space-joined n-gram -> number of
     documents containing it) and is identified by the SHA-256 of its canonical JSON (sorted keys, no

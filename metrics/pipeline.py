@@ -1,4 +1,4 @@
-"""Planning and executing metric runs over a dataset (the Django side of :mod:`metrics.scorers`).
+"""Planning and executing metric runs over a dataset (the Django side of :mod:`captioneval.kernels`).
 
 ``plan_runs`` validates a request and gets or creates one :class:`MetricRun` per metric; the Celery
 tasks in :mod:`metrics.tasks` (which also start and resume runs: ``tasks.start``, ``start_runs``,
@@ -8,9 +8,9 @@ not import :mod:`metrics.tasks`. A run's *units* follow its metric's level: capt
 the references) or system ids (system level).
 
 The pipeline never tests a metric's key or family: it asks the metric object
-(:class:`metrics.scorers.base.Metric`) for its level and what it *needs* (references, a
+(:class:`captioneval.metrics.base.Metric`) for its level and what it *needs* (references, a
 document-frequency table, object labels, raw texts, word vectors, reference corpora, the whole
-corpus at once), fills a :class:`metrics.scorers.base.Batch` with exactly that and calls the
+corpus at once), fills a :class:`captioneval.metrics.base.Batch` with exactly that and calls the
 metric's ``score``. Every write is idempotent: scores are unique per (run, unit) and inserted with
 conflicts ignored, tokenisations likewise, so a retried or duplicated chunk never duplicates a score.
 
@@ -47,8 +47,8 @@ from django.utils import timezone
 from crowd.models import Caption, Dataset, ObjectLabel, System
 
 from .models import CaptionTokens, DocumentFrequencyTable, MetricRun, MetricScore, SetScore, SystemScore, params_key
-from .scorers import base, registry
-from .scorers.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, ptb_tokenize
+from captioneval.metrics import base, registry
+from captioneval.text.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, ptb_tokenize
 from .signals import run_progress
 
 TOKENIZER = f"{TOKENIZER_NAME}/{TOKENIZER_VERSION}"
@@ -91,11 +91,11 @@ class SuppliedDocumentFrequency:
 
 def read_document_frequency(path: str) -> SuppliedDocumentFrequency:
     """Read and validate a document-frequency JSON file (the format of
-    :meth:`metrics.scorers.cider.DocumentFrequency.to_json`).
+    :meth:`captioneval.kernels.cider.DocumentFrequency.to_json`).
 
     Raises PipelineError naming the file for a missing file, invalid JSON or a wrong structure.
     """
-    from .scorers.cider import DocumentFrequency
+    from captioneval.kernels.cider import DocumentFrequency
 
     file = Path(path)
     try:
@@ -151,7 +151,7 @@ def vectors_identity(path: str | None = None) -> str:
     missing."""
     from importlib import metadata
 
-    from .scorers.embeddings import DEFAULT_PACKAGE
+    from captioneval.kernels.embeddings import DEFAULT_PACKAGE
 
     path = path if path is not None else getattr(settings, "VIFIDEL_VECTORS", None)
     if path is None:
@@ -461,9 +461,9 @@ def build_document_frequency(run: MetricRun):
     pycocoevalcap counts them when the whole dataset is scored at once. Set level (Self-CIDEr, set
     accuracy): one document per image with references (its reference set), the dataset-level analogue
     of the official code's COCO-train df table (:func:`_document_frequency_for_sets`). Returns a
-    :class:`metrics.scorers.cider.DocumentFrequency`; ValueError (from it) when a candidate's image
+    :class:`captioneval.kernels.cider.DocumentFrequency`; ValueError (from it) when a candidate's image
     has no reference."""
-    from .scorers.cider import DocumentFrequency
+    from captioneval.kernels.cider import DocumentFrequency
 
     if registry.METRICS[run.metric].level == "set":
         return _document_frequency_for_sets(run.dataset)
@@ -487,7 +487,7 @@ def _canonical_sha256(data: dict) -> str:
 
 def _store_document_frequency(name: str, df) -> int:
     """Store the table ``df`` built from a dataset as a :class:`DocumentFrequencyTable` in its packed form
-    only (:meth:`metrics.scorers.cider.DocumentFrequency.to_packed`; ``counts`` stays NULL: serialising
+    only (:meth:`captioneval.kernels.cider.DocumentFrequency.to_packed`; ``counts`` stays NULL: serialising
     and storing hundreds of thousands of n-grams as JSON took longer than building them), keyed by the
     SHA-256 of the packed bytes, which are canonical (sorted vocabulary, sorted keys): the same counts
     are stored once. Returns the table's id."""
@@ -554,7 +554,7 @@ def prepare_document_frequency(run: MetricRun) -> int | None:
 
 
 def run_document_frequency(run: MetricRun):
-    """The :class:`metrics.scorers.cider.DocumentFrequency` the run's chunks use: its stored table
+    """The :class:`captioneval.kernels.cider.DocumentFrequency` the run's chunks use: its stored table
     (:attr:`MetricRun.document_frequency`), loaded once per process (from its packed form,
     :func:`_load_document_frequency`) and kept (at most ``DF_CACHE_TABLES`` tables). A run without one
     yet (started before tables were stored with runs, or scored without ``start_run``) gets it here
@@ -569,9 +569,9 @@ def run_document_frequency(run: MetricRun):
 
 
 def _load_document_frequency(table_id: int):
-    """The stored table ``table_id`` as a :class:`metrics.scorers.cider.DocumentFrequency`: from its packed
+    """The stored table ``table_id`` as a :class:`captioneval.kernels.cider.DocumentFrequency`: from its packed
     form when it has one (no JSON parsing, no index to build), else from its JSON counts."""
-    from .scorers.cider import DocumentFrequency
+    from captioneval.kernels.cider import DocumentFrequency
 
     packed = DocumentFrequencyTable.objects.filter(pk=table_id).values_list("packed", flat=True).get()
     if packed is not None:
@@ -583,7 +583,7 @@ def _load_document_frequency(table_id: int):
 def _document_frequency_for_sets(dataset: Dataset):
     """Document frequencies for set-level CIDEr-D kernels: one document per image with references
     (its reference set); for a dataset without references, one per image (all its captions)."""
-    from .scorers.cider import DocumentFrequency
+    from captioneval.kernels.cider import DocumentFrequency
 
     refs_by_image = _references_by_image(dataset) if dataset.reference_system_id else {}
     if refs_by_image:
@@ -792,7 +792,7 @@ def score_systems(run: MetricRun, system_ids: Sequence[int]) -> int:
 
 
 def _caption_batch(run: MetricRun, metric, caption_ids: Sequence[int]) -> base.Batch:
-    """The :class:`metrics.scorers.base.Batch` of ``caption_ids`` for a caption-level ``metric``:
+    """The :class:`captioneval.metrics.base.Batch` of ``caption_ids`` for a caption-level ``metric``:
     tokenised candidates always; references, raw texts, object labels, word vectors and the run's
     document-frequency table when the metric needs them. Tokens, images and references come from
     this process's cache of the dataset (:func:`dataset_tokens`)."""

@@ -28,7 +28,8 @@ from crowd.models import Dataset
 
 from .models import MetricRun, UploadJob
 from . import pipeline
-from .scorers import base, meteor, registry
+from captioneval.metrics import base, registry
+from captioneval.kernels import meteor
 
 log = logging.getLogger("metrics.pipeline")
 
@@ -140,7 +141,7 @@ def start_runs(runs: Sequence[MetricRun]) -> list[MetricRun]:
 
     In-process (no broker: the runs are computed here, one after the other) a run needing a JVM
     (METEOR 1.5) goes last and this process's METEOR JVM is started in the background first
-    (:func:`metrics.scorers.meteor.prestart`), so that its 4-8 s of start-up overlap the other
+    (:func:`captioneval.kernels.meteor.prestart`), so that its 4-8 s of start-up overlap the other
     metrics instead of adding to them."""
     pending: list[MetricRun] = []
     if current_app.conf.task_always_eager:

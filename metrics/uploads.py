@@ -55,8 +55,8 @@ from crowd.importers.base import shorten
 from crowd.models import Dataset, HumanJudgment
 
 from .models import MetricRun, MetricScore, params_key
-from .scorers import registry
-from .scorers.plugins import UPLOAD_PREFIX
+from captioneval.metrics import registry
+from captioneval.metrics.plugins import UPLOAD_PREFIX
 
 #: what a higher uploaded score means
 DIRECTIONS = ("better", "worse")

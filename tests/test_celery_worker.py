@@ -136,9 +136,9 @@ def test_set_and_system_level_runs_through_a_real_worker(worker, worker_env, tmp
     (chunks of 40 units) equal the kernels called directly on the same captions."""
     from crowd.models import Caption
     from metrics.models import SetScore, SystemScore
-    from metrics.scorers import diversity
-    from metrics.scorers.cider import DocumentFrequency
-    from metrics.scorers.tokenizer import ptb_tokenize
+    from captioneval.kernels import diversity
+    from captioneval.kernels.cider import DocumentFrequency
+    from captioneval.text.tokenizer import ptb_tokenize
 
     from .coco_sets import write_coco_files
 

@@ -1,4 +1,4 @@
-"""Tests of the vectorised CIDEr-D (metrics.scorers.cider); plain pytest, no Django.
+"""Tests of the vectorised CIDEr-D (captioneval.kernels.cider); plain pytest, no Django.
 
 The Flickr8k-Expert tests need data/flickr8k and Java (PTB tokeniser); they are skipped otherwise.
 """
@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from metrics.scorers.cider import DocumentFrequency, cider_d
+from captioneval.kernels.cider import DocumentFrequency, cider_d
 from tests.flickr8k_data import N_EXPERT_PAIRS, load_flickr8k_expert_tokenized
 
 
@@ -274,7 +274,7 @@ def _crowdflower_inputs():
     captions of the judged image), PTB-tokenised with the project's tokeniser."""
     from pathlib import Path
 
-    from metrics.scorers.tokenizer import ptb_tokenize
+    from captioneval.text.tokenizer import ptb_tokenize
     from tests.flickr8k_data import DATA_DIR, _read_captions, references_by_image
 
     root = Path(DATA_DIR)
@@ -317,7 +317,7 @@ def _with_dict_lookup(table: DocumentFrequency) -> DocumentFrequency:
 
 
 def _corpus_of(cands, refs, n=4):
-    from metrics.scorers.cider import _Corpus
+    from captioneval.kernels.cider import _Corpus
 
     return _Corpus(list(dict.fromkeys([*cands, *(r for rs in refs for r in rs)])), n)
 

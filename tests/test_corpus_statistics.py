@@ -1,4 +1,4 @@
-"""Corpus scores from per-caption sufficient statistics (metrics.scorers.corpus) against pycocoevalcap.
+"""Corpus scores from per-caption sufficient statistics (captioneval.kernels.corpus) against pycocoevalcap.
 
 Reference implementation: pycocoevalcap 1.2 (the COCO caption evaluation), each system scored on its
 own as ``COCOEvalCap`` scores one model's results: captions PTB-tokenised with its ``PTBTokenizer``
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metrics.scorers import registry
-from metrics.scorers.corpus import (
+from captioneval.metrics import registry
+from captioneval.kernels.corpus import (
     BLEU_COLUMNS, CORPUS_STATISTICS, METEOR_COLUMNS, BleuCorpus, CiderDCorpus, CorpusStatistic, MeteorCorpus,
     bleu_statistics, corpus_description, corpus_statistic,
 )
@@ -192,7 +192,7 @@ def test_thumb_corpus_rouge_l_is_the_mean_of_per_caption_scores(thumb):
 # ------------------------------------------------------------------------------------------------
 def _jar_meteor(candidates, references):
     """pycocoevalcap's Meteor.compute_score (corpus score, per-caption scores) on one JVM."""
-    from metrics.scorers.coco import _meteor_scorer
+    from captioneval.kernels.coco import _meteor_scorer
 
     gts = {i: list(refs) for i, refs in enumerate(references)}
     res = {i: [c] for i, c in enumerate(candidates)}

@@ -20,8 +20,8 @@ from crowd import engine
 from crowd.export import COLUMNS
 from crowd.models import Assignment, Campaign, Item
 from crowd.simulate import simulate
-from evalcore.csvsafe import TRIGGERS, is_number_text, needs_quote, neutralise, restore, writer
-from metrics.scorers.atoms import read_atoms_csv
+from captioneval.utils.csvsafe import TRIGGERS, is_number_text, needs_quote, neutralise, restore, writer
+from captioneval.kernels.atoms import read_atoms_csv
 
 from .conftest import run_command
 from .hostile import FORMULAS, hostile_dataset, upload_metric

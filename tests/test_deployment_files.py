@@ -53,8 +53,8 @@ def test_compose_takes_every_secret_from_the_environment():
 def test_metric_and_statistics_code_runs_without_django():
     code = (
         "import sys\n"
-        "from metrics.scorers import registry, cider, coco, tokenizer\n"
-        "from analysis.statistics import correlate\n"
+        "from captioneval.kernels import registry, cider, coco, tokenizer\n"
+        "from captioneval.stats import correlate\n"
         "import numpy as np\n"
         "s = cider.cider_d(['a dog runs', 'a cat'], [['a dog runs fast', 'dog running'], ['a cat sits']])\n"
         "r = correlate(np.array([1., 2, 3, 4]), np.array([1., 3, 2, 4]), np.array([0, 0, 1, 1]), n_resamples=10)\n"

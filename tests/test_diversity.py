@@ -1,4 +1,4 @@
-"""Tests of metrics.scorers.diversity (Wang & Chan, CVPR 2019); plain pytest, no Django, no database.
+"""Tests of captioneval.kernels.diversity (Wang & Chan, CVPR 2019); plain pytest, no Django, no database.
 
 Data: the official Self-CIDEr example input (data/coco_multicaption_selfcider_example,
 5,000 sets of 10 tokenised captions) and THumB's MSCOCO references and system captions
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metrics.scorers import diversity as dv
-from metrics.scorers.cider import DocumentFrequency, cider_d
+from captioneval.kernels import diversity as dv
+from captioneval.kernels.cider import DocumentFrequency, cider_d
 from tests import reference_self_cider as ref
 
 SHARED = Path(__file__).resolve().parents[1] / "data"  # bundled copies, see data/*/SOURCE.txt

@@ -17,9 +17,10 @@ from analysis.diversity import diversity_summary
 from analysis.reports import ReportError, correlation_report
 from crowd.models import Caption, Dataset, HumanJudgment, Image, ObjectLabel, System
 from metrics.models import MetricRun, MetricScore, SetScore, SystemScore
-from metrics.scorers import diversity, lexical, registry
-from metrics.scorers.cider import DocumentFrequency
-from metrics.scorers.tokenizer import ptb_tokenize
+from captioneval.kernels import diversity, lexical
+from captioneval.metrics import registry
+from captioneval.kernels.cider import DocumentFrequency
+from captioneval.text.tokenizer import ptb_tokenize
 
 from .coco_sets import MERGE, POPE, write_coco_files
 from .conftest import run_command
@@ -241,7 +242,7 @@ def test_vifidel_run_keeps_the_distance(tmp_path):
     run_command("import_coco", "--name", "objs", "--results", f"merge={MERGE}", "--objects", str(POPE))
     out = run_command("compute_metrics", "--dataset", "objs", "--metric", "vifidel", "--wait")
     assert "vifidel: done, 160/160" in out  # 16 images with objects x 10 captions
-    from metrics.scorers import vifidel
+    from captioneval.kernels import vifidel
 
     scores = list(MetricScore.objects.filter(run__metric="vifidel").select_related("caption"))
     first = scores[0]

@@ -39,9 +39,9 @@ from crowd.importers.base import MAX_CAPTION_CHARS
 from crowd.importers.coco import SystemFile, import_coco, read_coco_results
 from crowd.models import Caption, Campaign, Dataset, HumanJudgment, Image, Item, ObjectLabel, PairwiseJudgment, System
 from metrics.models import MetricRun, MetricScore
-from metrics.scorers.cider import cider_d
-from metrics.scorers.coco import bleu
-from metrics.scorers.tokenizer import ptb_tokenize
+from captioneval.kernels.cider import cider_d
+from captioneval.kernels.coco import bleu
+from captioneval.text.tokenizer import ptb_tokenize
 
 from .coco_sets import POPE, write_coco_files
 from .conftest import FLICKR8K, ROOT, run_command, write_subset

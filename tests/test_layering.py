@@ -10,7 +10,7 @@ Layers, from the bottom (a module may import its own layer and any layer below i
     ``handler500``); any other ``evalsite`` module not listed under ``wiring``. These modules are
     loaded by Django from the settings and must not import an app.
 ``core``
-    the Django-free cores: :mod:`metrics.scorers`, :mod:`analysis.statistics` and :mod:`evalcore`
+    the Django-free cores: :mod:`captioneval.kernels`, :mod:`captioneval.stats` and :mod:`captioneval.utils`
     (the CSV formula-injection guard). A test imports each of their modules in a fresh
     interpreter where importing ``django``, ``celery``, ``kombu``, ``billiard``, ``psycopg`` or
     ``psycopg2`` fails, and another finds no import of those packages in their source, not even
@@ -24,9 +24,9 @@ Layers, from the bottom (a module may import its own layer and any layer below i
 ``crowd``
     the human side (datasets, campaigns, raters, MTurk).
 ``metrics``
-    metric runs and their Celery tasks (everything in :mod:`metrics` but :mod:`metrics.scorers`).
+    metric runs and their Celery tasks (everything in :mod:`metrics` but :mod:`captioneval.kernels`).
 ``analysis``
-    reports, dashboard, downloads (everything in :mod:`analysis` but :mod:`analysis.statistics`).
+    reports, dashboard, downloads (everything in :mod:`analysis` but :mod:`captioneval.stats`).
 ``api``
     the REST API (:mod:`api`): DRF views over the layers below (importers, metric runs, reports,
     campaigns), the token page and command; nothing below imports it.
@@ -37,7 +37,7 @@ Layers, from the bottom (a module may import its own layer and any layer below i
     and ``evalsite.asgi`` (entry points).
 
 The graph is built with :mod:`ast` from every ``.py`` file under ``crowd/``, ``metrics/``,
-``analysis/``, ``api/``, ``evalsite/``, ``evalcore/`` and ``captioneval/`` (migrations and management commands included; folders
+``analysis/``, ``api/``, ``evalsite/``, ``captioneval.utils/`` and ``captioneval/`` (migrations and management commands included; folders
 named ``tests`` or ``benchmarks`` and the top-level ``manage.py`` left out). Every ``import`` /
 ``from ... import`` statement counts, wherever it is (module level, inside a function, under
 ``if TYPE_CHECKING``), and so does ``importlib.import_module("literal.name")``. Relative imports are
@@ -63,7 +63,7 @@ from collections import defaultdict, deque
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("crowd", "metrics", "analysis", "api", "evalsite", "evalcore", "captioneval")
+PACKAGES = ("crowd", "metrics", "analysis", "api", "evalsite", "captioneval.utils", "captioneval")
 SKIPPED_DIRS = {"tests", "benchmarks", "__pycache__"}
 
 LAYERS = ("settings", "core", "library", "crowd", "metrics", "analysis", "api", "wiring")
@@ -72,16 +72,16 @@ LAYER_OF_MODULE = {"evalsite": "wiring", "evalsite.celery": "wiring", "evalsite.
                    "evalsite.wsgi": "wiring", "evalsite.asgi": "wiring"}
 LAYER_OF_PREFIX = {
     "evalsite": "settings",
-    "evalcore": "core",
-    "metrics.scorers": "core",
-    "analysis.statistics": "core",
+    "captioneval.utils": "core",
+    "captioneval.kernels": "core",
+    "captioneval.stats": "core",
     "captioneval": "library",
     "crowd": "crowd",
     "metrics": "metrics",
     "analysis": "analysis",
     "api": "api",
 }
-CORES = ("metrics.scorers", "analysis.statistics", "evalcore", "captioneval")
+CORES = ("captioneval.kernels", "captioneval.stats", "captioneval.utils", "captioneval")
 #: modules of the cores allowed to import a blocked package inside a function: ``captioneval manage``
 #: starts Django's command line (it still imports without Django: checked with the others)
 BLOCKED_ALLOWED = ("captioneval.commands.manage",)
@@ -339,8 +339,8 @@ def project():
 
 def test_graph_covers_the_project():
     modules, graph = project()
-    for expected in ("crowd.engine", "crowd.kinds.rating", "metrics.pipeline", "metrics.scorers.cider",
-                     "analysis.campaigns", "analysis.statistics", "evalsite.settings", "evalcore.csvsafe",
+    for expected in ("crowd.engine", "crowd.kinds.rating", "metrics.pipeline", "captioneval.kernels.cider",
+                     "analysis.campaigns", "captioneval.stats", "evalsite.settings", "captioneval.utils.csvsafe",
                      "analysis.management.commands.simulate_raters", "api.base"):
         assert expected in modules, expected
     assert not [m for m in modules if m.split(".")[0] in ("tests", "benchmarks", "manage")]
@@ -384,7 +384,7 @@ def test_django_free_cores_never_import_django_or_celery():
 def test_django_free_cores_import_without_django_or_celery():
     modules, _ = project()
     cores = sorted(_cores(modules))
-    assert {"metrics.scorers.atoms", "analysis.statistics.agreement", "evalcore.csvsafe", "captioneval.cli",
+    assert {"captioneval.kernels.atoms", "captioneval.stats.agreement", "captioneval.utils.csvsafe", "captioneval.cli",
             "captioneval.commands.manage"} <= set(cores)
     result = import_without(ROOT, cores)
     assert not result["failures"], (f"{len(result['failures'])} Django-free core module(s) do not import "

@@ -1,4 +1,4 @@
-"""Tests of metrics.scorers.lexical (lexical diversity, LDR, Lexical Gap); plain pytest, no database.
+"""Tests of captioneval.kernels.lexical (lexical diversity, LDR, Lexical Gap); plain pytest, no database.
 
 Each measure is checked against its definition written out here (TTR / root / log TTR by counting,
 HD-D with scipy.stats.hypergeom, MTLD with a plain-python walk of lexicalrichness's documented rule)
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from scipy.stats import hypergeom
 
-from metrics.scorers.lexical import (
+from captioneval.kernels.lexical import (
     MEASURES, TextTooShortError, corpus_diversity, gap_weighted, hdd, ldr, lexical_diversity, lexical_gap,
     log_ttr, mtld, root_ttr, simple_tokenize, tokens_of, ttr,
 )
@@ -136,7 +136,7 @@ CORPUS_IDS = ["flickr8k-1-image", "flickr8k-200-images", "thumb-VinVL-base", "th
 # registry and tokens
 # ------------------------------------------------------------------------------------------------
 def test_measure_registry_matches_platform_registry():
-    from metrics.scorers.registry import LEXICAL_MEASURES
+    from captioneval.metrics.registry import LEXICAL_MEASURES
 
     assert tuple(MEASURES) == LEXICAL_MEASURES
     assert [m.label for m in MEASURES.values()] == ["TTR", "Root TTR", "Log TTR", "HD-D", "MTLD"]
@@ -412,7 +412,7 @@ def test_thumb_human_is_close_to_references():
 
 def test_thumb_gap_weighted_cider():
     """Kershaw & Bober Eqs. 3-4 on THumB: CIDEr-D of each caption times its system's L_g / l_d (HD-D)."""
-    from metrics.scorers.cider import cider_d
+    from captioneval.kernels.cider import cider_d
 
     systems, columns = thumb()
     references = [[col[i] for col in columns] for i in range(500)]

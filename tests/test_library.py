@@ -164,7 +164,7 @@ def test_meteor_is_one_pass_over_the_jar_with_pycocoevalcaps_numbers(monkeypatch
 
     import captioneval
     from captioneval.evaluate import tokenize
-    from metrics.scorers import meteor
+    from captioneval.kernels import meteor
 
     ann = json.loads(ANN.read_text("utf-8"))
     res = json.loads(RES.read_text("utf-8"))[:300]
@@ -221,9 +221,9 @@ def test_evaluate_facade_inputs_and_signatures():
 
 def test_diversity_facade_and_cli_agree_with_the_core(tmp_path):
     import captioneval
-    from metrics.scorers import registry
-    from metrics.scorers.cider import DocumentFrequency
-    from metrics.scorers.tokenizer import ptb_tokenize
+    from captioneval.metrics import registry
+    from captioneval.kernels.cider import DocumentFrequency
+    from captioneval.text.tokenizer import ptb_tokenize
     from tests.coco_sets import write_coco_files
 
     write_coco_files(tmp_path)

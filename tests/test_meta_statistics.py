@@ -1,4 +1,4 @@
-"""Tests for the meta-evaluation statistics (analysis.statistics.pairwise / significance / ceiling).
+"""Tests for the meta-evaluation statistics (captioneval.stats.pairwise / significance / ceiling).
 
 Reference values come from hand calculation (pairs written out in comments), from brute-force
 O(n^2) pair enumeration, from scipy.stats on materialised data, or from published examples; never
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from analysis.statistics import (
+from captioneval.stats import (
     META_STATISTICS,
     CeilingResult,
     ForcedChoiceResult,
@@ -44,7 +44,7 @@ from analysis.statistics import (
     tie_calibrated_accuracy,
     williams_test,
 )
-from analysis.statistics.significance import _SwapDraws, _mixed_distribution, _zscore, pair_seed
+from captioneval.stats.significance import _SwapDraws, _mixed_distribution, _zscore, pair_seed
 
 REPO = Path(__file__).resolve().parents[1]
 THUMB = REPO / "data" / "thumb" / "mscoco_THumB-1.0.jsonl"
@@ -792,8 +792,8 @@ def test_per_group_correlation_matches_per_group_rank_agreement():
 
 def test_meta_modules_do_not_import_django():
     code = (
-        "import sys, analysis.statistics.pairwise, analysis.statistics.significance, "
-        "analysis.statistics.ceiling; "
+        "import sys, captioneval.stats.pairwise, captioneval.stats.significance, "
+        "captioneval.stats.ceiling; "
         "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
@@ -806,7 +806,7 @@ def test_meta_modules_do_not_import_django():
 
 
 def test_compare_forced_choice_exact_small_case_and_clusters():
-    from analysis.statistics import compare_forced_choice
+    from captioneval.stats import compare_forced_choice
 
     # 4 pairs: a right on all, b right on 2 and tied on 1; d = a - b = [0, 0, 1, 0.5], mean 0.375.
     a = np.array([1, 1, 1, 1.0])
@@ -837,7 +837,7 @@ def test_compare_forced_choice_exact_small_case_and_clusters():
 
 def test_compare_forced_choice_is_calibrated():
     """Two metrics that are equally good (independent outcomes with the same accuracy): p-values uniform."""
-    from analysis.statistics import compare_forced_choice
+    from captioneval.stats import compare_forced_choice
 
     rng = np.random.default_rng(7)
     ps = []

@@ -1,5 +1,5 @@
-"""METEOR 1.5 through a pool of persistent JVMs (metrics.scorers.meteor): the same floats as
-pycocoevalcap's Meteor (metrics.scorers.coco.meteor, the reference) on all 5,664 Flickr8k-Expert
+"""METEOR 1.5 through a pool of persistent JVMs (captioneval.kernels.meteor): the same floats as
+pycocoevalcap's Meteor (captioneval.kernels.coco.meteor, the reference) on all 5,664 Flickr8k-Expert
 pairs with 1 and 2 JVMs, order kept, a JVM killed mid-use restarted, awkward captions, fork
 safety, and Java missing: a clear error, the metric skipped by compute_metrics and the web form
 while the others are computed."""
@@ -20,8 +20,9 @@ from django.urls import reverse
 
 from crowd.models import Dataset
 from metrics.models import MetricRun, MetricScore
-from metrics.scorers import coco, meteor, registry
-from metrics.scorers.tokenizer import JavaMissingError
+from captioneval.kernels import coco, meteor
+from captioneval.metrics import registry
+from captioneval.text.tokenizer import JavaMissingError
 
 from .conftest import ROOT, run_command
 from .flickr8k_data import N_EXPERT_PAIRS, load_flickr8k_expert_tokenized
@@ -223,7 +224,7 @@ def test_no_jvm_outlives_its_pool_or_its_process():
     gc.collect()
     assert exited(pid)
     # a Python process killed with SIGKILL (a worker killed by the OOM killer) takes its JVM along
-    script = ("import os, signal; from metrics.scorers import meteor; p = meteor.MeteorPool(1); p.start(wait=True); "
+    script = ("import os, signal; from captioneval.kernels import meteor; p = meteor.MeteorPool(1); p.start(wait=True); "
               "print(p.processes[0].pid, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == -9, result.stderr
@@ -371,7 +372,7 @@ def test_in_process_runs_start_the_jvm_first_and_compute_meteor_last(subset, mon
 
 
 def test_statistics_are_the_jars_answers_in_order_whatever_the_split(expert, pool2):
-    """The sufficient statistics (the corpus METEOR's input, metrics.scorers.corpus.MeteorCorpus)
+    """The sufficient statistics (the corpus METEOR's input, captioneval.kernels.corpus.MeteorCorpus)
     come from the same JVMs: in caption order with 2 JVMs, 23 numbers each, and equal to what
     pycocoevalcap's own Meteor._stat returns for the same caption."""
     candidates, references, _ = expert

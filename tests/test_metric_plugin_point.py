@@ -20,8 +20,8 @@ from scipy import stats
 from crowd.models import Dataset, System
 from metrics import pipeline
 from metrics.models import MetricRun, MetricScore
-from metrics.scorers import base, builtin, plugins, registry
-from metrics.scorers.tokenizer import ptb_tokenize
+from captioneval.metrics import base, builtin, plugins, registry
+from captioneval.text.tokenizer import ptb_tokenize
 
 from . import toy_metric
 from .conftest import ROOT, run_command
@@ -98,7 +98,7 @@ def test_toy_metric_is_computed_by_the_pipeline_and_seen_in_the_correlation_repo
 
 def test_one_new_file_in_a_metric_package_is_discovered(tmp_path):
     """What adding a built-in metric is: a copy of tests/toy_metric.py dropped into a package read by
-    :func:`metrics.scorers.builtin.discover` (the registry reads metrics/scorers/builtin/ so)."""
+    :func:`captioneval.metrics.builtin.discover` (the registry reads captioneval/metrics/builtin/ so)."""
     package = tmp_path / "my_metrics"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -245,11 +245,11 @@ def test_the_pipeline_never_compares_a_metric_name():
 def test_plugins_module_does_not_import_the_registry():
     code = textwrap.dedent("""
         import sys
-        import metrics.scorers.plugins
-        assert "metrics.scorers.registry" not in sys.modules, "plugins imported the registry"
-        from metrics.scorers import plugins
+        import captioneval.metrics.plugins
+        assert "captioneval.metrics.registry" not in sys.modules, "plugins imported the registry"
+        from captioneval.metrics import plugins
         assert plugins.main() == 0
-        assert "metrics.scorers.registry" not in sys.modules
+        assert "captioneval.metrics.registry" not in sys.modules
     """)
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr

@@ -121,7 +121,7 @@ def test_wheel_installs_into_a_fresh_venv_and_evaluates(tmp_path):
                  "--results", DATA / "results_flickr8k_expert.json", "--out", out], cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     # the installed package, not the checkout, ran
-    where = _run([py, "-c", "import captioneval, metrics.scorers; print(captioneval.__file__, metrics.scorers.__file__)"],
+    where = _run([py, "-c", "import captioneval, captioneval.kernels; print(captioneval.__file__, captioneval.kernels.__file__)"],
                  cwd=tmp_path, env=env).stdout
     assert str(venv) in where and str(ROOT) not in where
     assert proc.stderr.strip().splitlines() == [

@@ -7,8 +7,9 @@ from django.core.management.base import CommandError
 
 from crowd.models import Dataset
 from metrics.models import CaptionTokens, MetricRun, MetricScore
-from metrics.scorers import coco, registry
-from metrics.scorers.tokenizer import ptb_tokenize
+from captioneval.kernels import coco
+from captioneval.metrics import registry
+from captioneval.text.tokenizer import ptb_tokenize
 
 from .conftest import run_command
 
@@ -167,7 +168,7 @@ def test_supplied_document_frequency_table(subset, flickr8k_dir, tmp_path):
     """CIDEr-D with a supplied df table (here: from all 5,664 Flickr8k-Expert pairs' references, a
     corpus larger than the evaluated subset) equals cider_d called with that table, and is stored as
     its own run beside the default one."""
-    from metrics.scorers.cider import DocumentFrequency, cider_d
+    from captioneval.kernels.cider import DocumentFrequency, cider_d
     from tests.flickr8k_data import load_flickr8k_expert_tokenized
 
     table = DocumentFrequency.from_references([p.references for p in load_flickr8k_expert_tokenized()])

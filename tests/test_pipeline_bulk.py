@@ -19,8 +19,8 @@ from django.db import connection
 from crowd.models import Dataset
 from metrics import pipeline, tasks
 from metrics.models import DocumentFrequencyTable, MetricRun, MetricScore, SetScore
-from metrics.scorers import registry
-from metrics.scorers.cider import DocumentFrequency, cider_d
+from captioneval.metrics import registry
+from captioneval.kernels.cider import DocumentFrequency, cider_d
 
 from .conftest import ROOT, run_command, write_subset
 from .test_pipeline import independent_inputs, stored

@@ -1,4 +1,4 @@
-"""The pure-Python PTB tokeniser (metrics/scorers/ptb.py) against pycocoevalcap's Java tokeniser.
+"""The pure-Python PTB tokeniser (captioneval/text/ptb.py) against pycocoevalcap's Java tokeniser.
 
 Every caption and reference of every bundled dataset, the hand-written hostile corpus
 (tests/data/hostile_captions.json) and a few thousand generated combinations of tricky pieces are
@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from metrics.scorers import ptb, tokenizer
-from metrics.scorers.tokenizer import ptb_tokenize, ptb_tokenize_java
+from captioneval.text import ptb, tokenizer
+from captioneval.text.tokenizer import ptb_tokenize, ptb_tokenize_java
 
 from .conftest import ROOT
 
@@ -185,7 +185,7 @@ def _import_tokenizer(value: str | None) -> subprocess.CompletedProcess:
     env.pop("CAPTIONEVAL_TOKENIZER", None)
     if value is not None:
         env["CAPTIONEVAL_TOKENIZER"] = value
-    code = ("import metrics.scorers.tokenizer as t; "
+    code = ("import captioneval.text.tokenizer as t; "
             "print(t.DEFAULT_IMPLEMENTATION, t.TOKENIZER_VERSION, t.ptb_tokenize(['A dog.'])[0])")
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 

@@ -67,7 +67,7 @@ def test_the_bundled_table_loads_every_file_with_provenance():
 
 
 def test_every_metric_folder_is_named_and_ours_are_registered_keys():
-    from metrics.scorers.registry import METRICS, UNAVAILABLE
+    from captioneval.metrics.registry import METRICS, UNAVAILABLE
 
     t = published.table()
     assert {v.metric for v in t.values} <= set(published.METRICS)

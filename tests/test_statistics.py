@@ -1,4 +1,4 @@
-"""Tests for analysis.statistics (Django-free correlation statistics and group bootstrap).
+"""Tests for captioneval.stats (Django-free correlation statistics and group bootstrap).
 
 Reference values come from scipy.stats, from pair counts computed in the tests themselves, or
 from hand calculation; never from earlier outputs of the code under test.
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from analysis.statistics import (
+from captioneval.stats import (
     STATISTICS,
     CorrelationResult,
     RankAgreement,
@@ -26,7 +26,7 @@ from analysis.statistics import (
     correlation,
     per_group_rank_agreement,
 )
-from analysis.statistics.correlation import (
+from captioneval.stats.correlation import (
     _bootstrap_distribution,
     _bootstrap_draws,
     _encode_groups,
@@ -469,7 +469,7 @@ def test_real_data_expert_agreement():
 
 def test_package_does_not_import_django():
     code = (
-        "import sys, analysis.statistics as s; "
+        "import sys, captioneval.stats as s; "
         "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'; "
         "print(s.STATISTICS)"
     )

@@ -1,5 +1,5 @@
 """The shared result type (Estimate), the shared helpers, the agreement report structure and the
-level parameter (mt-metrics-eval's ``average_by``) of analysis.statistics.
+level parameter (mt-metrics-eval's ``average_by``) of captioneval.stats.
 
 Expected values come from google-research/mt-metrics-eval's own tests (cited per test: file and
 test name; the literal numbers are copied from there), from brute-force enumeration, or from numpy
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from analysis.statistics import (
+from captioneval.stats import (
     AVERAGES,
     STATISTICS,
     AgreementReport,
@@ -36,7 +36,7 @@ from analysis.statistics import (
     permutation_test,
     tie_calibrated_accuracy,
 )
-from analysis.statistics.pairwise import _PairCounter
+from captioneval.stats.pairwise import _PairCounter
 
 REPO = Path(__file__).resolve().parents[1]
 THUMB = REPO / "data" / "thumb" / "mscoco_THumB-1.0.jsonl"

@@ -1,4 +1,4 @@
-"""analysis.statistics.systems: corpus estimates, paired tests between systems, clusters.
+"""captioneval.stats.systems: corpus estimates, paired tests between systems, clusters.
 
 Reference implementation: sacrebleu 2.6.0 ``sacrebleu/significance.py`` (``_paired_bs_test``,
 ``_paired_ar_test``), run on sacrebleu's own per-sentence BLEU statistics of real captions
@@ -17,8 +17,8 @@ import scipy.stats as st
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import Result, _paired_ar_test, _paired_bs_test, estimate_ci
 
-from analysis.statistics import systems as sysmod
-from analysis.statistics.systems import (
+from captioneval.stats import systems as sysmod
+from captioneval.stats.systems import (
     CorpusEstimate,
     PairedTest,
     approximate_randomization,
@@ -296,7 +296,7 @@ def test_clusters_follow_constructed_groups():
 def test_clusters_rule_is_assign_ranks():
     """A system joins the current cluster unless some system from the cluster's start is
     significantly better: the mt-metrics-eval AssignRanks rule of significance.significance_clusters."""
-    from analysis.statistics.significance import significance_clusters as metric_clusters
+    from captioneval.stats.significance import significance_clusters as metric_clusters
 
     names = ["A", "B", "C", "D"]
     scores = [4.0, 3.0, 2.0, 1.0]

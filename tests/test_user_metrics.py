@@ -25,8 +25,8 @@ from django.urls import reverse
 
 from crowd.models import Dataset
 from metrics.models import MetricRun, MetricScore
-from metrics.scorers import plugins, registry
-from metrics.scorers.tokenizer import ptb_tokenize
+from captioneval.metrics import plugins, registry
+from captioneval.text.tokenizer import ptb_tokenize
 from metrics.uploads import (
     UploadError,
     metric_display_name,
@@ -549,7 +549,7 @@ def test_installed_plugin_is_computed_by_compute_metrics_and_found_by_reports(su
 
 
 CORPUS_PLUGIN = """
-    from metrics.scorers.plugins import PluginMetric
+    from captioneval.metrics.plugins import PluginMetric
 
     def relative_length(candidates, references):
         # depends on every candidate: length over the mean length of all candidates scored together
@@ -586,19 +586,19 @@ BROKEN = {
         raise RuntimeError("boom: the model weights are missing")
     """),
     "short_plugin": ("short_count", """
-        from metrics.scorers.plugins import PluginMetric
+        from captioneval.metrics.plugins import PluginMetric
         METRIC = PluginMetric("short_count", "Short", "1", lambda c, r: [0.5] * (len(c) - 1), range=(0.0, 1.0))
     """),
     "nan_plugin": ("nan_scores", """
-        from metrics.scorers.plugins import PluginMetric
+        from captioneval.metrics.plugins import PluginMetric
         METRIC = PluginMetric("nan_scores", "NaN", "1", lambda c, r: [float("nan")] * len(c))
     """),
     "range_plugin": ("out_of_range", """
-        from metrics.scorers.plugins import PluginMetric
+        from captioneval.metrics.plugins import PluginMetric
         METRIC = PluginMetric("out_of_range", "Out", "1", lambda c, r: [2.0] * len(c), range=(0.0, 1.0))
     """),
     "clash_plugin": ("cider_d", """
-        from metrics.scorers.plugins import PluginMetric
+        from captioneval.metrics.plugins import PluginMetric
         METRIC = PluginMetric("cider_d", "My CIDEr", "1", lambda c, r: [0.0] * len(c))
     """),
     "function_plugin": ("just_a_function", """
@@ -606,7 +606,7 @@ BROKEN = {
             return [0.0] * len(candidates)
     """),
     "upload_prefix_plugin": ("user_mine", """
-        from metrics.scorers.plugins import PluginMetric
+        from captioneval.metrics.plugins import PluginMetric
         METRIC = PluginMetric("user_mine", "Mine", "1", lambda c, r: [0.0] * len(c))
     """),
 }
@@ -629,7 +629,7 @@ def test_broken_plugins_are_reported_and_built_ins_keep_working(subset, tmp_path
             assert ("plugin metric 'exploding' from exploding-plugin 1.0 is unavailable: RuntimeError: boom: the model "
                     "weights are missing") in warnings
             assert "'cider_d' clashes with a built-in metric" in warnings
-            assert "must resolve to a metrics.scorers.plugins.PluginMetric" in found.problems["just_a_function"]
+            assert "must resolve to a captioneval.metrics.plugins.PluginMetric" in found.problems["just_a_function"]
             assert "reserved for uploaded scores" in found.problems["user_mine"]
             assert set(found.problems) == {"exploding", "cider_d", "just_a_function", "user_mine"}
             # unavailable with the reason, like SPICE; the built-in cider_d is untouched
@@ -672,7 +672,7 @@ def test_broken_plugins_are_reported_and_built_ins_keep_working(subset, tmp_path
 def test_plugin_listing_in_a_fresh_process_survives_a_broken_plugin(tmp_path):
     directories = [EXAMPLE_PLUGIN, *broken_distributions(tmp_path)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, directories), str(ROOT)]))
-    result = subprocess.run([sys.executable, "-m", "metrics.scorers.plugins"], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "-m", "captioneval.metrics.plugins"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = {line.split("\t")[0]: line.split("\t")[1:] for line in result.stdout.splitlines()}
@@ -681,13 +681,13 @@ def test_plugin_listing_in_a_fresh_process_survives_a_broken_plugin(tmp_path):
     assert lines["exploding"] == ["unavailable", "plugin metric 'exploding' from exploding-plugin 1.0 is unavailable: "
                                   "RuntimeError: boom: the model weights are missing"]
     assert "exploding" in result.stderr  # the warning is logged
-    bare = subprocess.run([sys.executable, "-m", "metrics.scorers.plugins"], cwd=ROOT, capture_output=True, text=True,
+    bare = subprocess.run([sys.executable, "-m", "captioneval.metrics.plugins"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert bare.stdout.startswith("no plugin metrics installed")
 
 
 DUPLICATE = """
-    from metrics.scorers.plugins import PluginMetric
+    from captioneval.metrics.plugins import PluginMetric
     METRIC = dict(key="same_key", name="Same", version="1", score=lambda c, r: [0.0] * len(c))
 """
 

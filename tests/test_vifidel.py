@@ -1,4 +1,4 @@
-"""VIFIDEL (metrics.scorers.vifidel) and the word-vector loader (metrics.scorers.embeddings).
+"""VIFIDEL (captioneval.kernels.vifidel) and the word-vector loader (captioneval.kernels.embeddings).
 
 No database: hand-built KeyedVectors with chosen 2-D/3-D vectors whose transport costs are computed
 by hand, the reference sample of ImperialNLP/vifidel (data/vifidel_sample, MIT) with the
@@ -15,15 +15,15 @@ import pytest
 from gensim.models import KeyedVectors
 from scipy.optimize import linprog
 
-from metrics.scorers import vifidel as vf
-from metrics.scorers.embeddings import (
+from captioneval.kernels import vifidel as vf
+from captioneval.kernels.embeddings import (
     VectorFormatError,
     describe_vectors,
     detect_format,
     load_vectors,
     vectors_info,
 )
-from metrics.scorers.vifidel import (
+from captioneval.kernels.vifidel import (
     VifidelBatch,
     content_words,
     importance_weights,

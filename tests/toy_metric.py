@@ -1,11 +1,11 @@
-"""A toy caption metric, written exactly like a file of ``metrics/scorers/builtin/`` (the worked example
+"""A toy caption metric, written exactly like a file of ``captioneval/metrics/builtin/`` (the worked example
 of docs/architecture.md, "Adding a metric"): word precision, the fraction of a candidate's words
 that occur in at least one of its references (the unigram precision of BLEU-1 without clipping or
 brevity penalty, Papineni et al. 2002, Sec. 2.1).
 
-To ship it with the platform this file would go to ``metrics/scorers/builtin/word_precision.py``
+To ship it with the platform this file would go to ``captioneval/metrics/builtin/word_precision.py``
 unchanged (discovered automatically); a project keeping it in its own code calls
-``metrics.scorers.registry.register_module("tests.toy_metric")``; another distribution would declare
+``captioneval.metrics.registry.register_module("tests.toy_metric")``; another distribution would declare
 the entry point ``word_precision = "its_module:WORD_PRECISION"`` in the group ``captioneval.metrics``.
 tests/test_metric_plugin_point.py does all three.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from metrics.scorers import base
+from captioneval.metrics import base
 
 #: place among the other metric files (after the built-ins, whose ORDER goes up to 110)
 ORDER = 500

@@ -43,8 +43,8 @@ def write_output(path: str, text: str) -> None:
 
 def csv_text(header: list[str], rows: list[list]) -> str:
     """CSV text (UTF-8, ``\\r\\n`` rows as the csv module writes) with formula-like text cells
-    neutralised (:mod:`evalcore.csvsafe`); None is written as an empty cell."""
-    from evalcore.csvsafe import writer
+    neutralised (:mod:`captioneval.utils.csvsafe`); None is written as an empty cell."""
+    from captioneval.utils.csvsafe import writer
 
     buf = io.StringIO()
     out = writer(buf)

@@ -15,7 +15,7 @@ extension, ``.json``/``.jsonl``/``.csv``/``.tsv``, or ``mapping.format``):
     JSON list (``["a dog", "a cat"]``) or several columns ``references.1``, ``references.2``, ...
     (empty cells skipped); a score cell holds a number or a JSON list of numbers. A cell the
     platform's CSV writer protected against spreadsheet formulas (a leading ``'`` before ``=``,
-    ``+``, ``-``, ``@``: :mod:`evalcore.csvsafe`) is read back without that quote.
+    ``+``, ``-``, ``@``: :mod:`captioneval.utils.csvsafe`) is read back without that quote.
 
 References come from the rows or, when the rows have none, from ``mapping.references_file``: a
 COCO caption annotation file (``{"images": [...], "annotations": [{"image_id", "caption"}]}``,
@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalcore.csvsafe import restore
+from captioneval.utils.csvsafe import restore
 
 from ..models import System
 from .base import (
@@ -83,7 +83,7 @@ from .base import (
 JUDGMENTS_KIND = "judgments"
 #: The formats, by file extension.
 FORMATS = {".json": "json", ".jsonl": "jsonl", ".csv": "csv", ".tsv": "tsv"}
-#: Statistics a protocol may name as its headline (:data:`analysis.statistics.STATISTICS`).
+#: Statistics a protocol may name as its headline (:data:`captioneval.stats.STATISTICS`).
 HEADLINES = ("kendall_tau_c", "kendall_tau_b", "pearson", "spearman")
 #: Published values a dataset may be compared with (the benchmarks of the bundled table
 #: data/published_correlations, read by the benchmark pages): Composite, Nebula and Polaris for a

@@ -8,7 +8,7 @@ text inside). MTurk substitutes column values into the layout as they are, so th
 ``task_html`` is rendered and every caption in it is already escaped by our templates; ``image_key``
 and ``image_url`` are written HTML-escaped for the same reason (they land in attributes), and
 ``item_key`` is not used in the layout (it only comes back in the results). Text cells a spreadsheet
-would run as formulas get a leading quote (:mod:`evalcore.csvsafe`); the import removes it again
+would run as formulas get a leading quote (:mod:`captioneval.utils.csvsafe`); the import removes it again
 from the ``Input.*`` columns, which echo this file, so ids round-trip exactly.
 
 Import (:func:`import_results`): the batch results CSV MTurk lets you download (HITId,
@@ -30,7 +30,7 @@ from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 
 from crowd.kinds import AnswerError, get_kind
 from crowd.models import Assignment, Campaign, MTurkBatch, MTurkSync

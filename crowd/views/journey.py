@@ -47,7 +47,7 @@ from crowd.models import Assignment, Campaign, ParticipantSession
 from crowd.ratelimit import rater_limited
 from crowd.views.owner import owned_campaign
 from crowd.views.rater import friendly_duration
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 
 #: the completion page's automatic redirect to Prolific, in seconds
 REDIRECT_SECONDS = 3

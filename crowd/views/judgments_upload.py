@@ -20,7 +20,7 @@ served as an attachment (``<name>.jsonl`` / ``<name>.csv``) that ``import_datase
 (or the upload form) reads back. Dataset pages are public, so the export is too, and it holds what
 the public pages show: imported judgments only and no system of an unpublished campaign
 (:mod:`crowd.privacy`). A dataset the format cannot hold answers 400 with the one-line reason.
-CSV cells go through :mod:`evalcore.csvsafe` (no cell a spreadsheet would run as a formula).
+CSV cells go through :mod:`captioneval.utils.csvsafe` (no cell a spreadsheet would run as a formula).
 
 Layering: crowd only (no metrics or analysis import); the dataset page is named by its URL name.
 """

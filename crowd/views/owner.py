@@ -28,7 +28,7 @@ from crowd.kinds import KINDS, CampaignSpecError, get_kind
 from crowd.kinds.base import check_url_template
 from crowd.kinds.visual_atom import atoms_text
 from crowd.models import AuditEntry, Campaign, Dataset, Item
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 
 
 def owned_campaign(request, name) -> Campaign:
@@ -160,7 +160,7 @@ class CampaignForm(forms.Form):
 def read_atoms(text: str) -> list[list[str]]:
     """Rows of an atoms CSV (word,category[,count]); a header row starting with 'word' is skipped.
     The format is the one ``visual_atoms --out`` writes, so its formula-neutralising quote is undone
-    (:func:`evalcore.csvsafe.restore`)."""
+    (:func:`captioneval.utils.csvsafe.restore`)."""
     rows = [csvsafe.restore_row(r) for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
     if rows and rows[0][0].strip().lower() == "word":
         rows = rows[1:]

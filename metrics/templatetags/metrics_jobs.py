@@ -4,7 +4,7 @@
 from django import template
 
 from metrics import jobs
-from metrics.scorers.registry import DEFAULT_METRICS, UNAVAILABLE
+from captioneval.metrics.registry import DEFAULT_METRICS, UNAVAILABLE
 
 register = template.Library()
 

@@ -23,11 +23,11 @@ from analysis.benchmarks import (
     comparison_latex,
 )
 from analysis.reports import DEFAULT_RESAMPLES, ReportError, correlation_report
-from analysis.statistics import STATISTICS
+from captioneval.stats import STATISTICS
 from crowd.models import Dataset
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 from metrics.pipeline import PipelineError
-from metrics.scorers.registry import METRICS
+from captioneval.metrics.registry import METRICS
 
 FORMATS = ("table", "json", "csv", "latex")
 

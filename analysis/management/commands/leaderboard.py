@@ -25,7 +25,7 @@ from analysis.leaderboard import (
     leaderboard_latex,
     leaderboard_table,
 )
-from evalcore import csvsafe
+from captioneval.utils import csvsafe
 
 FORMATS = ("table", "csv", "latex", "json")
 

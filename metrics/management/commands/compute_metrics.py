@@ -6,7 +6,7 @@ broker is unreachable the command says so within seconds and leaves the runs rec
 (``pending``); workers start them when they connect to the broker again.
 
 A metric that cannot run on this machine right now (METEOR without ``java`` on PATH:
-:func:`metrics.scorers.registry.unavailable_now`) is skipped with its reason on stderr and the
+:func:`captioneval.metrics.registry.unavailable_now`) is skipped with its reason on stderr and the
 others are computed (exit status 0); when every requested metric is skipped the command fails
 (exit status 1) with the reasons.
 """
@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from metrics import pipeline, tasks
 from metrics.models import MetricRun
-from metrics.scorers.registry import DEFAULT_METRICS, GROUPS, METRICS, expand, unavailable_now
+from captioneval.metrics.registry import DEFAULT_METRICS, GROUPS, METRICS, expand, unavailable_now
 from metrics.signals import run_progress
 
 

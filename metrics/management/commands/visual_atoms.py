@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from crowd.models import Caption
 from metrics import pipeline
-from metrics.scorers import atoms
+from captioneval.kernels import atoms
 
 
 class Command(BaseCommand):

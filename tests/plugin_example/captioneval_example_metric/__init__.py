@@ -7,7 +7,7 @@ The distribution registers :data:`WORD_F1` under the entry-point group ``caption
 """
 from collections import Counter
 
-from metrics.scorers.plugins import PluginMetric
+from captioneval.metrics.plugins import PluginMetric
 
 
 def unigram_f1(candidate: str, reference: str) -> float:

@@ -1,0 +1,18 @@
+"""Metric kernels: the functional layer under the metric classes (numpy / scipy; no Django).
+
+Each module computes one family of scores from tokenised captions and returns arrays; the metric
+classes of :mod:`captioneval.metrics` adapt them to the platform's one metric interface (key,
+version, level, needs, signature), as aac-metrics keeps ``functional/`` apart from ``classes/``.
+
+* :mod:`~captioneval.kernels.bleu`, :mod:`~captioneval.kernels.rouge`,
+  :mod:`~captioneval.kernels.cider` -- vectorised BLEU-1..4, ROUGE-L and CIDEr-D, equal to
+  pycocoevalcap's; :mod:`~captioneval.kernels.coco` -- pycocoevalcap's own scorers (the reference);
+  :mod:`~captioneval.kernels.meteor` -- METEOR 1.5 through a pool of persistent JVMs;
+  :mod:`~captioneval.kernels.corpus` -- corpus scores from per-caption sufficient statistics.
+* :mod:`~captioneval.kernels.diversity` -- Self-CIDEr, LSA, mBLEU and set-level measures.
+* :mod:`~captioneval.kernels.lexical` -- lexical diversity, LDR, the Lexical Gap.
+* :mod:`~captioneval.kernels.vifidel`, :mod:`~captioneval.kernels.embeddings` -- VIFIDEL (word
+  mover's distance) and the word vectors it reads; :mod:`~captioneval.kernels.atoms` -- visual atoms.
+
+Importing this package imports nothing of Django, Celery or the platform's apps.
+"""
