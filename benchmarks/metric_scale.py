@@ -249,7 +249,7 @@ def tokenise(dataset) -> dict:
 # --- in-process reference -------------------------------------------------------------------------
 @dataclass
 class Inputs:
-    """One metric's units on one dataset, in ``pipeline.units_of`` order, with the scorer's input."""
+    """One metric's units on one dataset, in ``pipeline.Level.units`` order, with the scorer's input."""
 
     metric: str
     units: list
@@ -266,7 +266,7 @@ def load_inputs(dataset, metric: str) -> Inputs:
     from metrics import pipeline
     from metrics.models import CaptionTokens
 
-    units = pipeline.units_of(dataset, metric)
+    units = pipeline.level_for(dataset, metric).units()
     rows = list(Caption.objects.filter(image__dataset=dataset).order_by("image_id", "system_id", "key")
                 .values_list("id", "image_id", "system_id", "text"))
     tokens = dict(CaptionTokens.objects.filter(caption__image__dataset=dataset, tokenizer=pipeline.TOKENIZER)

@@ -7,7 +7,7 @@ accuracy (mean CIDEr-D of the set's captions); at the *system* level the vocabul
 (Kershaw & Bober 2019) over all captions. Captions are PTB-tokenised as one batch.
 
 Document frequencies of the CIDEr-D kernel (Self-CIDEr, set accuracy) are those the platform uses
-for a dataset (:func:`metrics.pipeline.build_document_frequency` at set level): one document per
+for a dataset (:meth:`metrics.pipeline.SetLevel.build_document_frequency`): one document per
 image, its reference captions when references are given, else its own caption set.
 """
 from __future__ import annotations

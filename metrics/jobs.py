@@ -87,9 +87,8 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
     :func:`captioneval.metrics.registry.unavailable_now`) or whose inputs the dataset lacks.
     """
     has_refs = dataset.reference_system_id is not None and dataset.references().exists()
-    has_candidates = dataset.candidates().exists()
+    has = {"candidates": dataset.candidates().exists(), "systems": System.objects.filter(dataset=dataset).exists()}
     has_labels = ObjectLabel.objects.filter(image__dataset=dataset).exists()
-    has_systems = System.objects.filter(dataset=dataset).exists()
     vectors_problem = None
     newest = {}
     for run in MetricRun.objects.filter(dataset=dataset).order_by("created_at").only("metric", "status"):
@@ -102,12 +101,10 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
             reason = not_now[key].split(": ", 1)[-1]  # "Java is not installed; install a JRE (...)"
         elif metric.needs_references() and not has_refs:
             reason = f"needs reference captions and {dataset.name} has none"
-        elif metric.level == "caption" and not has_candidates:
-            reason = f"{dataset.name} has no candidate captions"
+        elif not has[pipeline.LEVELS[metric.level].requires]:  # no units at the metric's level
+            reason = pipeline.LEVELS[metric.level].lacking.format(dataset=dataset.name)
         elif base.OBJECTS in metric.needs and not has_labels:
             reason = f"needs object labels of the images and {dataset.name} has none"
-        elif metric.level != "caption" and not has_systems:
-            reason = f"{dataset.name} has no captions"
         elif base.WORD_VECTORS in metric.needs:
             if vectors_problem is None:
                 try:

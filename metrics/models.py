@@ -186,7 +186,7 @@ class DocumentFrequencyTable(models.Model):
     or building a look-up index. A supplied table also has ``counts`` (space-joined n-gram -> number of
     documents containing it) and is identified by the SHA-256 of its canonical JSON (sorted keys, no
     spaces), which is what a run's parameters name; its ``packed`` form is added by
-    ``metrics.pipeline.prepare_document_frequency`` when a run first uses it. A table built from a
+    ``metrics.pipeline.Level.prepare_document_frequency`` when a run first uses it. A table built from a
     dataset is stored packed only (``counts`` NULL) and identified by the SHA-256 of its packed bytes.
     """
 

@@ -2,10 +2,21 @@
 
 ``plan_runs`` validates a request and gets or creates one :class:`MetricRun` per metric; the Celery
 tasks in :mod:`metrics.tasks` (which also start and resume runs: ``tasks.start``, ``start_runs``,
-``resume_runs``) call ``tokenize_dataset``, ``missing_units`` and ``score_units``. This module does
-not import :mod:`metrics.tasks`. A run's *units* follow its metric's level: caption ids
-(caption-level metrics), ``[image id, system id]`` caption sets (set level, every system including
-the references) or system ids (system level).
+``resume_runs``) call ``tokenize_dataset`` and the run's level object. This module does not import
+:mod:`metrics.tasks`.
+
+Everything that depends on a metric's level is in one object per level (:class:`Level`:
+:class:`CaptionLevel`, :class:`SetLevel`, :class:`SystemLevel`), chosen once per run
+(:func:`level_of`; :func:`level_for` while planning) with the metric object looked up once: the
+run's *units* (caption ids; ``[image id, system id]`` caption sets of every system, the references
+included; or system ids), which of them are scored, how a chunk of units is gathered into what the
+metric needs, the score table (``MetricScore``, ``SetScore``, ``SystemScore``) and the insert into
+it. A run is one pass: ``plan_runs`` counts the units (:meth:`Level.units`); ``start_run``
+tokenises, lists the missing units (:meth:`Level.missing`), gives the run its document-frequency
+table (:meth:`Level.prepare_document_frequency`) and cuts the units into chunks
+(:func:`chunk_size`); each chunk is :meth:`Level.score`: skip the scored units, gather and score
+the rest (:meth:`Level.evaluate`), insert (:meth:`Level.insert`) and count them into the run's
+progress in one transaction.
 
 The pipeline never tests a metric's key or family: it asks the metric object
 (:class:`captioneval.metrics.base.Metric`) for its level and what it *needs* (references, a
@@ -20,7 +31,7 @@ What a chunk costs besides its scorer (issue 18: the pipeline at the scorer's sp
   (:func:`dataset_tokens`); a chunk looks its units up;
 * a run's CIDEr-D document-frequency table is built once, by ``start_run`` before the chunks are
   dispatched, stored with the run (:attr:`MetricRun.document_frequency`) and loaded once per process
-  (:func:`prepare_document_frequency`, :func:`run_document_frequency`);
+  (:meth:`Level.prepare_document_frequency`, :meth:`Level.document_frequency`);
 * the scores go in with one multi-row ``INSERT ... ON CONFLICT DO NOTHING`` on PostgreSQL (the ORM's
   ``bulk_create`` elsewhere), and the number of rows it inserted is added to the run's ``completed``
   counter in the same transaction (:func:`store_progress`): progress is never recounted per chunk,
@@ -38,7 +49,7 @@ import time
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import ClassVar, Iterable, Sequence
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -198,19 +209,17 @@ def plan_runs(
         raise PipelineError(f"m (captions per set) must be an integer >= 2, got {m!r}")
     supplied = read_document_frequency(cider_df) if cider_df else None
     has_refs = dataset.reference_system_id is not None and dataset.references().exists()
-    totals = {}
-    for key in keys:
-        spec = registry.METRICS[key]
+    totals, levels = {}, {key: level_for(dataset, key) for key in keys}
+    for key, level in levels.items():
+        spec = level.metric
         if spec.needs_references(document_frequency_supplied=supplied is not None) and not has_refs:
             # only the default document-frequency table needs them: a supplied table will do
             hint = " (or supply a document-frequency table with --cider-df)" if base.REFERENCES not in spec.needs else ""
             raise PipelineError(f"{spec.name} needs reference captions and dataset {dataset.name!r} has none{hint}")
-        totals[key] = len(units_of(dataset, key))
+        totals[key] = len(level.units())
         if totals[key] == 0:
-            what = {"caption": "candidate captions" + (" of images with object labels" if base.OBJECTS in spec.needs else ""),
-                    "set": "caption sets", "system": "systems"}[spec.level]
-            raise PipelineError(f"dataset {dataset.name!r} has no {what} to score with {spec.name}")
-    if any(base.WORD_VECTORS in registry.METRICS[k].needs for k in keys):
+            raise PipelineError(f"dataset {dataset.name!r} has no {level.units_name()} to score with {spec.name}")
+    if any(base.WORD_VECTORS in level.metric.needs for level in levels.values()):
         vectors_identity(vectors)  # a bad vector file fails here, before anything is written
     runs = []
     with transaction.atomic():
@@ -220,7 +229,7 @@ def plan_runs(
                 defaults={"name": supplied.name, "n_documents": supplied.data["n_documents"], "counts": supplied.data["counts"]},
             )
         for key in keys:
-            metric = registry.METRICS[key]
+            metric = levels[key].metric
             params = run_params(dataset, key, supplied, m=m, vectors=vectors)
             if base.WORD_VECTORS in metric.needs and vectors:
                 params["vectors_path"] = str(vectors)
@@ -246,20 +255,6 @@ def plan_runs(
     return [r.refresh_progress() if r.status != MetricRun.DONE else r for r in runs]
 
 
-def units_of(dataset: Dataset, metric: str) -> list:
-    """All units a run of ``metric`` on ``dataset`` scores, in a fixed order (see module docstring)."""
-    spec = registry.METRICS[metric]
-    if spec.level == "caption":
-        qs = dataset.candidates()
-        if base.OBJECTS in spec.needs:
-            qs = qs.filter(image__in=ObjectLabel.objects.values("image"))
-        return list(qs.order_by("id").values_list("id", flat=True))
-    if spec.level == "set":
-        pairs = Caption.objects.filter(image__dataset=dataset).order_by().values_list("image_id", "system_id").distinct()
-        return sorted(pairs)
-    return list(System.objects.filter(dataset=dataset).order_by("id").values_list("id", flat=True))
-
-
 def tokenize_dataset(dataset: Dataset, batch_size: int = 20000) -> int:
     """PTB-tokenise every caption of ``dataset`` not yet tokenised; returns how many were."""
     todo = list(
@@ -276,25 +271,6 @@ def tokenize_dataset(dataset: Dataset, batch_size: int = 20000) -> int:
             batch_size=5000,
         )
     return len(todo)
-
-
-def missing_units(run: MetricRun) -> list:
-    """The run's units that have no score yet, in :func:`units_of` order (JSON-serialisable)."""
-    level = registry.METRICS[run.metric].level
-    units = units_of(run.dataset, run.metric)
-    if level == "caption":
-        done = set(MetricScore.objects.filter(run=run).values_list("caption_id", flat=True))
-        return [u for u in units if u not in done]
-    if level == "set":
-        done = set(SetScore.objects.filter(run=run).values_list("image_id", "system_id"))
-        return [list(u) for u in units if tuple(u) not in done]
-    done = set(SystemScore.objects.filter(run=run).values_list("system_id", flat=True))
-    return [u for u in units if u not in done]
-
-
-def missing_caption_ids(run: MetricRun) -> list[int]:
-    """Ids of a caption-level run's captions that have no score yet, in id order."""
-    return missing_units(run)
 
 
 #: chunks per worker process ``chunk_size`` aims at: enough for the workers to share a run evenly (a
@@ -353,7 +329,6 @@ def chunks(ids: Sequence, size: int | None = None) -> Iterable[list]:
     for i in range(0, len(ids), size):
         yield list(ids[i : i + size])
 
-
 def _tokens(caption_filter) -> dict[int, str]:
     return dict(
         CaptionTokens.objects.filter(tokenizer=TOKENIZER, **caption_filter).values_list("caption_id", "tokens")
@@ -371,6 +346,15 @@ def _references_by_image(dataset: Dataset, image_ids: Iterable[int] | None = Non
     for cid, image_id in rows:
         refs[image_id].append(tokens[cid])
     return refs
+
+
+def _ensure_tokens(dataset: Dataset, caption_ids: Sequence[int]) -> dict[int, str]:
+    """Tokens of ``caption_ids`` (tokenising the dataset if some are missing), from the database."""
+    tokens = _tokens({"caption_id__in": caption_ids})
+    if len(tokens) != len(set(caption_ids)):
+        tokenize_dataset(dataset)
+        tokens = _tokens({"caption_id__in": caption_ids})
+    return tokens
 
 
 # --- per-process cache of a dataset's tokens ---------------------------------------------------------------
@@ -454,32 +438,6 @@ def _remember_df(table_id: int, df) -> None:
         _df_cache.popitem(last=False)
 
 
-def build_document_frequency(run: MetricRun):
-    """The run's default (``"dataset"``) CIDEr-D document frequencies, computed from the database.
-
-    Caption level (CIDEr-D): dataset-wide, one document per candidate (its image's references), as
-    pycocoevalcap counts them when the whole dataset is scored at once. Set level (Self-CIDEr, set
-    accuracy): one document per image with references (its reference set), the dataset-level analogue
-    of the official code's COCO-train df table (:func:`_document_frequency_for_sets`). Returns a
-    :class:`captioneval.kernels.cider.DocumentFrequency`; ValueError (from it) when a candidate's image
-    has no reference."""
-    from captioneval.kernels.cider import DocumentFrequency
-
-    if registry.METRICS[run.metric].level == "set":
-        return _document_frequency_for_sets(run.dataset)
-    from django.db.models import Count
-
-    data = dataset_tokens(run.dataset)
-    per_image = dict(run.dataset.candidates().order_by().values("image_id").annotate(n=Count("id"))
-                     .values_list("image_id", "n"))
-    # The candidates of one image are documents with the same reference set: an n-gram's df is the sum
-    # over images of (candidates of the image) x (1 if the image's references contain it), counted once
-    # per image (weights) straight into the table's look-up index.
-    images = sorted(per_image)
-    return DocumentFrequency.from_references([data.references.get(i, []) for i in images],
-                                             weights=[per_image[i] for i in images])
-
-
 def _canonical_sha256(data: dict) -> str:
     """SHA-256 of ``data`` as canonical JSON (sorted keys, no spaces): how document-frequency tables are keyed."""
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -519,55 +477,6 @@ def _store_packed(table_id: int, df) -> None:
     DocumentFrequencyTable.objects.filter(pk=table_id, packed__isnull=True).update(packed=df.to_packed())
 
 
-def prepare_document_frequency(run: MetricRun) -> int | None:
-    """Give a run whose metric needs document frequencies its table (:attr:`MetricRun.document_frequency`),
-    once, before its chunks are dispatched (``metrics.tasks.start_run``); returns the table's id (None
-    for a metric that needs none).
-
-    A supplied table (``params["document_frequency"] = {"table": sha256}``) is the stored
-    :class:`DocumentFrequencyTable`, given its packed form here if it has none yet (once per table); the
-    default ``"dataset"`` table is built here (:func:`build_document_frequency`) and stored packed only
-    as a ``DocumentFrequencyTable`` named ``dataset:<dataset name>``, keyed by the SHA-256 of its
-    canonical packed bytes (so the same counts are stored once; :func:`_store_document_frequency`).
-    Every chunk, in every worker, then loads this one table's packed form (:func:`run_document_frequency`)
-    instead of building its own. A run that already has a table keeps it (a resumed run is scored with
-    the table its first chunks used); ``plan_runs`` clears it when the run is computed again (``force``,
-    or the dataset's units changed). Concurrent calls are safe: the first stored table wins."""
-    if base.DOCUMENT_FREQUENCY not in registry.METRICS[run.metric].needs:
-        return None
-    if run.document_frequency_id is not None:
-        _ensure_packed(run.document_frequency_id)
-        return run.document_frequency_id
-    source = run.params.get("document_frequency", "dataset")
-    df = None
-    if isinstance(source, dict):
-        table_id = DocumentFrequencyTable.objects.filter(sha256=source["table"]).values_list("pk", flat=True).get()
-        df = _ensure_packed(table_id)
-    else:
-        df = build_document_frequency(run)
-        table_id = _store_document_frequency(f"dataset:{run.dataset.name}", df)
-    MetricRun.objects.filter(pk=run.pk, document_frequency__isnull=True).update(document_frequency=table_id)
-    run.document_frequency_id = MetricRun.objects.filter(pk=run.pk).values_list("document_frequency", flat=True).get()
-    if df is not None and run.document_frequency_id == table_id:
-        _remember_df(table_id, df)
-    return run.document_frequency_id
-
-
-def run_document_frequency(run: MetricRun):
-    """The :class:`captioneval.kernels.cider.DocumentFrequency` the run's chunks use: its stored table
-    (:attr:`MetricRun.document_frequency`), loaded once per process (from its packed form,
-    :func:`_load_document_frequency`) and kept (at most ``DF_CACHE_TABLES`` tables). A run without one
-    yet (started before tables were stored with runs, or scored without ``start_run``) gets it here
-    (:func:`prepare_document_frequency`)."""
-    if run.document_frequency_id is None:
-        prepare_document_frequency(run)
-    table_id = run.document_frequency_id
-    if table_id not in _df_cache:
-        _remember_df(table_id, _load_document_frequency(table_id))
-    _df_cache.move_to_end(table_id)
-    return _df_cache[table_id]
-
-
 def _load_document_frequency(table_id: int):
     """The stored table ``table_id`` as a :class:`captioneval.kernels.cider.DocumentFrequency`: from its packed
     form when it has one (no JSON parsing, no index to build), else from its JSON counts."""
@@ -596,78 +505,7 @@ def _document_frequency_for_sets(dataset: Dataset):
     return DocumentFrequency.from_references(list(docs.values()))
 
 
-# --- storing scores and progress ---------------------------------------------------------------------------------
-def _insert(model, columns: Sequence[str], casts: Sequence[str], run: MetricRun, arrays: Sequence[list],
-            objects) -> int:
-    """Insert one row per element of the ``arrays`` (one list per column of ``columns``) for ``run``,
-    ignoring rows whose (run, unit) already exists; returns the number of rows actually inserted.
-
-    PostgreSQL: one ``INSERT ... SELECT %s, * FROM unnest(%s::type[], ...) ON CONFLICT DO NOTHING``
-    (psycopg 3 sends each column as one array; NaN is a float8 value) and its rowcount. SQLite (the
-    quick start): one ``executemany`` of ``INSERT OR IGNORE`` (NaN written as NULL, which
-    :class:`metrics.models.NaNFloatField` reads back as NaN), the rows inserted counted by SQLite's
-    ``total_changes()`` (exact: SQLite has one writer at a time, and the caller's transaction holds
-    the write lock). Other databases: ``bulk_create(objects(), ignore_conflicts=True)`` and a count
-    before and after."""
-    if not arrays[0]:
-        return 0
-    if connection.vendor == "postgresql":
-        names = ", ".join(["run_id", *columns])
-        selected = ", ".join(f"u.c{i}" + (f"::{cast}" if cast == "jsonb" else "") for i, cast in enumerate(casts))
-        unnest = ", ".join(f"%s::{'text' if cast == 'jsonb' else cast}[]" for cast in casts)
-        aliases = ", ".join(f"c{i}" for i in range(len(casts)))
-        sql = (f"INSERT INTO {model._meta.db_table} ({names}) SELECT %s, {selected} FROM unnest({unnest}) "
-               f"AS u({aliases}) ON CONFLICT DO NOTHING")
-        with connection.cursor() as cur:
-            cur.execute(sql, [run.pk, *arrays])
-            return cur.rowcount
-    if connection.vendor == "sqlite":
-        # executemany of one INSERT OR IGNORE: the rows as bulk_create(ignore_conflicts=True) writes them
-        # (NaN as NULL, read back as NaN by NaNFloatField; JSON as text), without building model objects
-        rows = zip([run.pk] * len(arrays[0]), *[
-            [None if isinstance(v, float) and v != v else v for v in column] if cast == "float8" else column
-            for column, cast in zip(arrays, casts)])
-        sql = (f"INSERT OR IGNORE INTO {model._meta.db_table} (run_id, {', '.join(columns)}) "
-               f"VALUES ({', '.join(['%s'] * (len(columns) + 1))})")
-        with connection.cursor() as cur:
-            cur.execute("SELECT total_changes()")
-            before = cur.fetchone()[0]
-            cur.executemany(sql, list(rows))
-            cur.execute("SELECT total_changes()")
-            return cur.fetchone()[0] - before
-    before = model.objects.filter(run=run).count()
-    model.objects.bulk_create(objects(), ignore_conflicts=True, batch_size=5000)
-    return model.objects.filter(run=run).count() - before
-
-
-def insert_caption_scores(run: MetricRun, caption_ids: Sequence[int], values, raw=None) -> int:
-    """Store ``MetricScore`` rows (conflicts ignored); returns how many were new. ``values``: floats
-    (NaN kept: "undefined for this caption"); ``raw``: floats or None per caption (VIFIDEL's distance)."""
-    ids = [int(c) for c in caption_ids]
-    vals = [float(v) for v in values]
-    raws = [None if r is None else float(r) for r in (raw if raw is not None else [None] * len(ids))]
-    return _insert(MetricScore, ("caption_id", "value", "raw"), ("bigint", "float8", "float8"), run, [ids, vals, raws],
-                   lambda: [MetricScore(run=run, caption_id=c, value=v, raw=r) for c, v, r in zip(ids, vals, raws)])
-
-
-def insert_set_scores(run: MetricRun, units: Sequence[tuple[int, int]], values, n_captions: Sequence[int]) -> int:
-    """Store ``SetScore`` rows for ``units`` = (image id, system id) (conflicts ignored); returns how many were new."""
-    images, systems = [int(u[0]) for u in units], [int(u[1]) for u in units]
-    vals, ns = [float(v) for v in values], [int(n) for n in n_captions]
-    return _insert(SetScore, ("image_id", "system_id", "value", "n_captions"), ("bigint", "bigint", "float8", "int"),
-                   run, [images, systems, vals, ns],
-                   lambda: [SetScore(run=run, image_id=i, system_id=s, value=v, n_captions=n)
-                            for i, s, v, n in zip(images, systems, vals, ns)])
-
-
-def insert_system_scores(run: MetricRun, system_ids: Sequence[int], values, details: Sequence[dict]) -> int:
-    """Store ``SystemScore`` rows with their details (conflicts ignored); returns how many were new."""
-    ids, vals, details = [int(s) for s in system_ids], [float(v) for v in values], list(details)
-    return _insert(SystemScore, ("system_id", "value", "details"), ("bigint", "float8", "jsonb"), run,
-                   [ids, vals, [json.dumps(d) for d in details]],
-                   lambda: [SystemScore(run=run, system_id=s, value=v, details=d) for s, v, d in zip(ids, vals, details)])
-
-
+# --- progress ----------------------------------------------------------------------------------------------------
 def store_progress(run: MetricRun, inserted: int, seconds: float) -> MetricRun:
     """Add ``inserted`` (rows a chunk actually inserted) to the run's ``completed`` counter and
     ``seconds`` to its ``compute_seconds``, in one ``UPDATE ... RETURNING`` meant to run in the
@@ -685,190 +523,6 @@ def store_progress(run: MetricRun, inserted: int, seconds: float) -> MetricRun:
     return run
 
 
-def score_units(run: MetricRun, units: Sequence) -> int:
-    """Score ``units`` (of the run's level) and store the scores; returns how many were new.
-    Already-scored units are skipped, so calling this twice for the same chunk is harmless. The
-    run's ``completed`` counter grows by the number of new rows, in the insert's transaction, and
-    ``run`` carries the fresh counter afterwards (:func:`store_progress`)."""
-    level = registry.METRICS[run.metric].level
-    if level == "set":
-        return score_sets(run, units)
-    if level == "system":
-        return score_systems(run, units)
-    return score_captions(run, units)
-
-
-def _ensure_tokens(dataset: Dataset, caption_ids: Sequence[int]) -> dict[int, str]:
-    """Tokens of ``caption_ids`` (tokenising the dataset if some are missing), from the database."""
-    tokens = _tokens({"caption_id__in": caption_ids})
-    if len(tokens) != len(set(caption_ids)):
-        tokenize_dataset(dataset)
-        tokens = _tokens({"caption_id__in": caption_ids})
-    return tokens
-
-
-def _store(run: MetricRun, t0: float, insert) -> int:
-    """Run ``insert()`` and count its rows into the run's progress in one transaction; returns the rows."""
-    with transaction.atomic():
-        created = insert()
-        store_progress(run, created, time.perf_counter() - t0)
-    return created
-
-
-def score_sets(run: MetricRun, units: Sequence) -> int:
-    """Score caption sets ``[image id, system id]`` with a set-level metric (see :func:`score_units`).
-
-    The batch has the sets (each set's captions in key order), ``m`` from the run's parameters, the
-    reference-set flags and, as the metric needs, each set's image references and the run's
-    document-frequency table. The chunk's captions are read afresh (not from :func:`dataset_tokens`):
-    a caption set can still grow while a description campaign runs."""
-    done = set(SetScore.objects.filter(run=run, image_id__in={u[0] for u in units}).values_list("image_id", "system_id"))
-    todo = [tuple(u) for u in units if tuple(u) not in done]
-    if not todo:
-        return 0
-    t0 = time.perf_counter()
-    dataset = run.dataset
-    images = {u[0] for u in todo}
-    rows = list(
-        Caption.objects.filter(image_id__in=images, system_id__in={u[1] for u in todo})
-        .order_by("image_id", "system_id", "key").values_list("id", "image_id", "system_id")
-    )
-    tokens = _ensure_tokens(dataset, [r[0] for r in rows])
-    members: dict[tuple, list[str]] = defaultdict(list)
-    for cid, image_id, system_id in rows:
-        members[(image_id, system_id)].append(tokens[cid])
-    metric = registry.METRICS[run.metric]
-    m = run.params.get("m")
-    batch = base.Batch(sets=[members[u] for u in todo], m=m,
-                       is_reference=[u[1] == dataset.reference_system_id for u in todo])
-    if base.REFERENCES in metric.needs:
-        refs_by_image = _references_by_image(dataset, images)
-        batch.references = [refs_by_image.get(u[0], []) for u in todo]
-    if base.DOCUMENT_FREQUENCY in metric.needs:
-        batch.document_frequency = run_document_frequency(run)
-    values = metric.score(batch).values
-    return _store(run, t0, lambda: insert_set_scores(
-        run, todo, values, [min(len(members[u]), m or 10**9) for u in todo]))
-
-
-def score_systems(run: MetricRun, system_ids: Sequence[int]) -> int:
-    """Score systems' caption corpora with a system-level metric (see :func:`score_units`).
-
-    Each corpus lists the first caption of every image (image order), then the second...; a metric
-    needing the reference corpora also gets the references as R corpora (the k-th reference of every
-    image). The metric's ``Scores.details`` are stored with each value."""
-    done = set(SystemScore.objects.filter(run=run).values_list("system_id", flat=True))
-    todo = [s for s in system_ids if s not in done]
-    if not todo:
-        return 0
-    t0 = time.perf_counter()
-    dataset = run.dataset
-    metric = registry.METRICS[run.metric]
-    rows = list(
-        Caption.objects.filter(image__dataset=dataset).order_by("image_id", "system_id", "key")
-        .values_list("id", "image_id", "system_id")
-    )
-    tokens = _ensure_tokens(dataset, [r[0] for r in rows])
-    ranked = []  # (rank of the caption within its set, image, system, tokens)
-    previous, rank = None, 0
-    for cid, image_id, system_id in rows:
-        rank = rank + 1 if previous == (image_id, system_id) else 0
-        previous = (image_id, system_id)
-        ranked.append((rank, image_id, system_id, tokens[cid]))
-    ranked.sort(key=lambda r: (r[0], r[1]))
-    corpora: dict[int, list[str]] = defaultdict(list)
-    for _, _, system_id, tok in ranked:
-        corpora[system_id].append(tok)
-    batch = base.Batch(corpora=[corpora[s] for s in todo])
-    if base.REFERENCE_CORPORA in metric.needs and dataset.reference_system_id:
-        by_rank: dict[int, list[str]] = defaultdict(list)
-        for rank, _, system_id, tok in ranked:
-            if system_id == dataset.reference_system_id:
-                by_rank[rank].append(tok)
-        batch.reference_corpora = [by_rank[k] for k in sorted(by_rank)]
-    result = metric.score(batch)
-    details = result.details if result.details is not None else [{}] * len(todo)
-    return _store(run, t0, lambda: insert_system_scores(run, todo, result.values, details))
-
-
-def _caption_batch(run: MetricRun, metric, caption_ids: Sequence[int]) -> base.Batch:
-    """The :class:`captioneval.metrics.base.Batch` of ``caption_ids`` for a caption-level ``metric``:
-    tokenised candidates always; references, raw texts, object labels, word vectors and the run's
-    document-frequency table when the metric needs them. Tokens, images and references come from
-    this process's cache of the dataset (:func:`dataset_tokens`)."""
-    data = dataset_tokens(run.dataset, caption_ids)
-    batch = base.Batch(candidates=[data.tokens[c] for c in caption_ids])
-    image_of = data.image_of
-    if base.REFERENCES in metric.needs:
-        refs = data.references
-        batch.references = [refs.get(image_of[c], []) for c in caption_ids]
-    if base.TEXTS in metric.needs:
-        texts = dict(Caption.objects.filter(id__in=caption_ids).values_list("id", "text"))
-        batch.texts = [texts[c] for c in caption_ids]
-    if base.OBJECTS in metric.needs:
-        objects: dict[int, dict[str, int]] = defaultdict(dict)
-        for image_id, label, count in ObjectLabel.objects.filter(
-                image_id__in={image_of[c] for c in caption_ids}).values_list("image_id", "label", "count"):
-            objects[image_id][label] = count
-        batch.objects = [objects[image_of[c]] for c in caption_ids]
-    if base.WORD_VECTORS in metric.needs:
-        batch.vectors = run.params.get("vectors_path")
-    if base.DOCUMENT_FREQUENCY in metric.needs:
-        batch.document_frequency = run_document_frequency(run)
-    return batch
-
-
-def _unscored_captions(run: MetricRun, caption_ids: Sequence[int]) -> list[int]:
-    """``caption_ids`` without a score in ``run`` yet, in their order. One range scan of the unique
-    (run, caption) index between the smallest and largest id (a chunk's ids are consecutive units of
-    the run, so the range holds little else), instead of one probe per id."""
-    if not caption_ids:
-        return []
-    done = set(MetricScore.objects.filter(run=run, caption_id__gte=min(caption_ids), caption_id__lte=max(caption_ids))
-               .values_list("caption_id", flat=True))
-    return [cid for cid in caption_ids if cid not in done]
-
-
-def score_captions(run: MetricRun, caption_ids: Sequence[int]) -> int:
-    """Score ``caption_ids`` with the run's metric and store the scores; returns how many were new.
-
-    Already-scored captions are skipped, so calling this twice for the same chunk is harmless. A
-    metric needing the whole corpus is scored once over every unit of the run
-    (:func:`_whole_corpus_scores`); the others over this chunk. ``Scores.raw`` (VIFIDEL's distance)
-    is stored with each score. The rows are written with one multi-row insert
-    (:func:`insert_caption_scores`) and counted into the run's progress in the same transaction.
-    """
-    todo = _unscored_captions(run, caption_ids)
-    if not todo:
-        return 0
-    t0 = time.perf_counter()
-    metric = registry.METRICS[run.metric]
-    if base.WHOLE_CORPUS in metric.needs:
-        values, raw = _whole_corpus_scores(run, metric, todo), None
-    else:
-        result = metric.score(_caption_batch(run, metric, todo))
-        values, raw = result.values, result.raw
-    return _store(run, t0, lambda: insert_caption_scores(run, todo, values, raw))
-
-
-_whole_corpus_cache: dict[tuple, dict[int, float]] = {}
-
-
-def _whole_corpus_scores(run: MetricRun, metric, caption_ids: Sequence[int]) -> list[float]:
-    """Scores of ``caption_ids`` from a metric needing the whole corpus (a plugin's ``needs_corpus``):
-    the metric scores every candidate of the run at once (caption-id order), so dataset-wide
-    statistics do not depend on the chunking; the result is cached per worker process for the run's
-    other chunks."""
-    key = (run.pk, run.total, run.metric, run.version)
-    if key not in _whole_corpus_cache:
-        _whole_corpus_cache.clear()
-        ids = units_of(run.dataset, run.metric)
-        values = metric.score(_caption_batch(run, metric, ids)).values
-        _whole_corpus_cache[key] = dict(zip(ids, (float(v) for v in values)))
-    scores = _whole_corpus_cache[key]
-    return [scores[c] for c in caption_ids]
-
-
 def report_progress(run: MetricRun) -> MetricRun:
     """Send :data:`metrics.signals.run_progress` for ``run`` (after a chunk is stored); returns the run.
 
@@ -883,6 +537,463 @@ def report_progress(run: MetricRun) -> MetricRun:
 
 
 def mark_failed(run_id: int, error: str) -> None:
+    """Mark run ``run_id`` failed with ``error`` (its first 2,000 characters), unless it is done."""
     MetricRun.objects.filter(pk=run_id).exclude(status=MetricRun.DONE).update(
         status=MetricRun.FAILED, error=error[:2000], finished_at=timezone.now()
     )
+
+
+# --- the levels: one object per level, chosen once per run ------------------------------------------------------
+class Level:
+    """Everything of a metric run that depends on its metric's level, in one object: the run's
+    *units* on its dataset, how a chunk of units is gathered into the
+    :class:`captioneval.metrics.base.Batch` the metric needs, the score table and the insert into it.
+
+    One subclass per level (:class:`CaptionLevel`, :class:`SetLevel`, :class:`SystemLevel`); the
+    object is chosen once per run (:func:`level_of`, or :func:`level_for` while a run is planned), with
+    the metric object looked up once, so a run goes from plan to stored scores without the level being
+    asked again: :meth:`units` (all, in a fixed order), :meth:`missing` (those without a score),
+    :meth:`prepare_document_frequency` (before the chunks are dispatched), then per chunk
+    :meth:`score` = :meth:`unscored`, :meth:`evaluate` (:meth:`gather` and the metric's ``score``)
+    and :meth:`insert` with the progress counter in one transaction (:func:`store_progress`).
+
+    ``dataset`` and ``metric`` (a :class:`captioneval.metrics.base.Metric`) always; ``run`` (its
+    :class:`MetricRun`) for everything but :meth:`units`."""
+
+    #: the metric level served (``Metric.level``)
+    name: ClassVar[str]
+    #: the score table: one row per (run, unit)
+    table: ClassVar[type]
+    #: the table's columns naming a unit, then those of a score (``run_id`` excluded), and their
+    #: PostgreSQL types (for the ``unnest`` insert)
+    unit_columns: ClassVar[tuple[str, ...]]
+    columns: ClassVar[tuple[str, ...]]
+    casts: ClassVar[tuple[str, ...]]
+    #: whether chunks read this process's cache of the dataset's tokens (:func:`dataset_tokens`), so
+    #: that ``start_run`` has the other worker processes fill theirs ahead of the chunks
+    reads_token_cache: ClassVar[bool] = False
+    #: what a dataset without units has none of (a refusal of :func:`plan_runs`; :meth:`units_name`)
+    nothing: ClassVar[str]
+    #: what a dataset needs for units of this level (``"candidates"``: candidate captions, ``"systems"``:
+    #: any caption) and what a dataset lacking it is told, ``{dataset}`` its name (:func:`metrics.jobs.metric_choices`)
+    requires: ClassVar[str]
+    lacking: ClassVar[str]
+
+    def __init__(self, dataset: Dataset, metric: base.Metric, run: MetricRun | None = None):
+        self.dataset, self.metric, self.run = dataset, metric, run
+
+    # units
+    def units(self) -> list:
+        """All units a run of the metric on the dataset scores, in a fixed order."""
+        raise NotImplementedError
+
+    def units_name(self) -> str:
+        """What the dataset has none of when :meth:`units` is empty (``"caption sets"``)."""
+        return self.nothing
+
+    @staticmethod
+    def key(unit):
+        """``unit`` as the run's score table names it (hashable; a caption set's list is a tuple)."""
+        return unit
+
+    @staticmethod
+    def message(unit):
+        """``unit`` as a task message carries it (JSON: a caption set is a list)."""
+        return unit
+
+    def _near(self, units: Sequence) -> dict:
+        """A filter of the score table that keeps at least the scored ``units`` of the run (cheap to scan)."""
+        return {}
+
+    def scored(self, units: Sequence | None = None) -> set:
+        """Keys (:meth:`key`) of the run's scored units: all, or at least those among ``units``."""
+        rows = self.table.objects.filter(run=self.run, **({} if units is None else self._near(units)))
+        return set(rows.values_list(*self.unit_columns, flat=len(self.unit_columns) == 1))
+
+    def missing(self) -> list:
+        """The run's units that have no score yet, in :meth:`units` order (JSON-serialisable)."""
+        done = self.scored()
+        return [self.message(u) for u in self.units() if self.key(u) not in done]
+
+    def unscored(self, units: Sequence) -> list:
+        """Keys of ``units`` without a score in the run yet, in their order."""
+        if not units:
+            return []
+        done = self.scored(units)
+        return [k for k in map(self.key, units) if k not in done]
+
+    # scoring and storing
+    def gather(self, units: Sequence) -> base.Batch:
+        """The :class:`captioneval.metrics.base.Batch` of ``units`` with exactly what the metric needs."""
+        raise NotImplementedError
+
+    def evaluate(self, units: Sequence) -> tuple[Sequence[float], Sequence | None]:
+        """``(values, extra)``: the metric's scores of ``units`` and the level's other column
+        (:meth:`insert`)."""
+        raise NotImplementedError
+
+    def rows(self, units: Sequence, values, extra) -> list[list]:
+        """The columns (:attr:`columns`) of the rows of ``units``, one list per column, as Python values."""
+        raise NotImplementedError
+
+    def insert(self, units: Sequence, values, extra=None) -> int:
+        """Store one score row per unit (``values``: floats, NaN kept as "undefined for this unit";
+        ``extra``: the level's other column, see :meth:`rows`), conflicts ignored; returns how many
+        rows were new. Not counted into the run's progress (:meth:`score` does that).
+
+        PostgreSQL: one ``INSERT ... SELECT %s, * FROM unnest(%s::type[], ...) ON CONFLICT DO NOTHING``
+        (psycopg 3 sends each column as one array; NaN is a float8 value) and its rowcount. SQLite (the
+        quick start): one ``executemany`` of ``INSERT OR IGNORE`` (NaN written as NULL, which
+        :class:`metrics.models.NaNFloatField` reads back as NaN; JSON as text), the rows inserted counted
+        by SQLite's ``total_changes()`` (exact: SQLite has one writer at a time, and the caller's
+        transaction holds the write lock). Other databases: ``bulk_create(ignore_conflicts=True)`` and
+        a count before and after."""
+        arrays = self.rows(units, values, extra)
+        if not arrays[0]:
+            return 0
+        run, table = self.run, self.table._meta.db_table
+        stored = [[json.dumps(v) for v in column] if cast == "jsonb" else column
+                  for column, cast in zip(arrays, self.casts)]
+        if connection.vendor == "postgresql":
+            names = ", ".join(["run_id", *self.columns])
+            selected = ", ".join(f"u.c{i}" + (f"::{cast}" if cast == "jsonb" else "") for i, cast in enumerate(self.casts))
+            unnest = ", ".join(f"%s::{'text' if cast == 'jsonb' else cast}[]" for cast in self.casts)
+            aliases = ", ".join(f"c{i}" for i in range(len(self.casts)))
+            sql = (f"INSERT INTO {table} ({names}) SELECT %s, {selected} FROM unnest({unnest}) "
+                   f"AS u({aliases}) ON CONFLICT DO NOTHING")
+            with connection.cursor() as cur:
+                cur.execute(sql, [run.pk, *stored])
+                return cur.rowcount
+        if connection.vendor == "sqlite":
+            # executemany of one INSERT OR IGNORE: the rows as bulk_create(ignore_conflicts=True) writes them
+            # (NaN as NULL, read back as NaN by NaNFloatField; JSON as text), without building model objects
+            rows = zip([run.pk] * len(stored[0]), *[
+                [None if isinstance(v, float) and v != v else v for v in column] if cast == "float8" else column
+                for column, cast in zip(stored, self.casts)])
+            sql = (f"INSERT OR IGNORE INTO {table} (run_id, {', '.join(self.columns)}) "
+                   f"VALUES ({', '.join(['%s'] * (len(self.columns) + 1))})")
+            with connection.cursor() as cur:
+                cur.execute("SELECT total_changes()")
+                before = cur.fetchone()[0]
+                cur.executemany(sql, list(rows))
+                cur.execute("SELECT total_changes()")
+                return cur.fetchone()[0] - before
+        model = self.table
+        before = model.objects.filter(run=run).count()
+        model.objects.bulk_create([model(run=run, **dict(zip(self.columns, row))) for row in zip(*arrays)],
+                                  ignore_conflicts=True, batch_size=5000)
+        return model.objects.filter(run=run).count() - before
+
+    def score(self, units: Sequence) -> int:
+        """A chunk's pass: score ``units`` and store the scores; returns how many were new.
+
+        Already-scored units are skipped, so scoring the same chunk twice is harmless. The rows go in
+        with one multi-row insert (:meth:`insert`), and their number is added to the run's
+        ``completed`` counter in the same transaction; ``run`` carries the fresh counter afterwards
+        (:func:`store_progress`)."""
+        todo = self.unscored(units)
+        if not todo:
+            return 0
+        t0 = time.perf_counter()
+        values, extra = self.evaluate(todo)
+        with transaction.atomic():
+            created = self.insert(todo, values, extra)
+            store_progress(self.run, created, time.perf_counter() - t0)
+        return created
+
+    # document frequencies
+    def build_document_frequency(self):
+        """The run's default (``"dataset"``) CIDEr-D document frequencies, computed from the database:
+        dataset-wide, one document per candidate (its image's references), as pycocoevalcap counts them
+        when the whole dataset is scored at once (:class:`SetLevel` counts otherwise). Returns a
+        :class:`captioneval.kernels.cider.DocumentFrequency`; ValueError (from it) when a candidate's
+        image has no reference."""
+        from django.db.models import Count
+
+        from captioneval.kernels.cider import DocumentFrequency
+
+        data = dataset_tokens(self.dataset)
+        per_image = dict(self.dataset.candidates().order_by().values("image_id").annotate(n=Count("id"))
+                         .values_list("image_id", "n"))
+        # The candidates of one image are documents with the same reference set: an n-gram's df is the sum
+        # over images of (candidates of the image) x (1 if the image's references contain it), counted once
+        # per image (weights) straight into the table's look-up index.
+        images = sorted(per_image)
+        return DocumentFrequency.from_references([data.references.get(i, []) for i in images],
+                                                 weights=[per_image[i] for i in images])
+
+    def prepare_document_frequency(self) -> int | None:
+        """Give the run, when its metric needs document frequencies, its table
+        (:attr:`MetricRun.document_frequency`), once, before its chunks are dispatched
+        (``metrics.tasks.start_run``); returns the table's id (None for a metric that needs none).
+
+        A supplied table (``params["document_frequency"] = {"table": sha256}``) is the stored
+        :class:`DocumentFrequencyTable`, given its packed form here if it has none yet (once per table);
+        the default ``"dataset"`` table is built here (:meth:`build_document_frequency`) and stored packed
+        only as a ``DocumentFrequencyTable`` named ``dataset:<dataset name>``, keyed by the SHA-256 of its
+        canonical packed bytes (so the same counts are stored once; :func:`_store_document_frequency`).
+        Every chunk, in every worker, then loads this one table's packed form (:meth:`document_frequency`)
+        instead of building its own. A run that already has a table keeps it (a resumed run is scored
+        with the table its first chunks used); ``plan_runs`` clears it when the run is computed again
+        (``force``, or the dataset's units changed). Concurrent calls are safe: the first stored table wins."""
+        run = self.run
+        if base.DOCUMENT_FREQUENCY not in self.metric.needs:
+            return None
+        if run.document_frequency_id is not None:
+            _ensure_packed(run.document_frequency_id)
+            return run.document_frequency_id
+        source = run.params.get("document_frequency", "dataset")
+        df = None
+        if isinstance(source, dict):
+            table_id = DocumentFrequencyTable.objects.filter(sha256=source["table"]).values_list("pk", flat=True).get()
+            df = _ensure_packed(table_id)
+        else:
+            df = self.build_document_frequency()
+            table_id = _store_document_frequency(f"dataset:{self.dataset.name}", df)
+        MetricRun.objects.filter(pk=run.pk, document_frequency__isnull=True).update(document_frequency=table_id)
+        run.document_frequency_id = MetricRun.objects.filter(pk=run.pk).values_list("document_frequency", flat=True).get()
+        if df is not None and run.document_frequency_id == table_id:
+            _remember_df(table_id, df)
+        return run.document_frequency_id
+
+    def document_frequency(self):
+        """The :class:`captioneval.kernels.cider.DocumentFrequency` the run's chunks use: its stored table
+        (:attr:`MetricRun.document_frequency`), loaded once per process (from its packed form,
+        :func:`_load_document_frequency`) and kept (at most ``DF_CACHE_TABLES`` tables). A run without
+        one yet (started before tables were stored with runs, or scored without ``start_run``) gets it
+        here (:meth:`prepare_document_frequency`)."""
+        if self.run.document_frequency_id is None:
+            self.prepare_document_frequency()
+        table_id = self.run.document_frequency_id
+        if table_id not in _df_cache:
+            _remember_df(table_id, _load_document_frequency(table_id))
+        _df_cache.move_to_end(table_id)
+        return _df_cache[table_id]
+
+
+class CaptionLevel(Level):
+    """Caption-level metrics (BLEU, CIDEr-D, VIFIDEL...): the units are candidate caption ids, in id
+    order (of images with object labels only, for a metric needing them); scores are
+    :class:`MetricScore` rows with ``Scores.raw`` (VIFIDEL's distance) beside the value. A chunk reads
+    its tokens, images and references from this process's cache of the dataset (:func:`dataset_tokens`)."""
+
+    name = "caption"
+    table = MetricScore
+    unit_columns = ("caption_id",)
+    columns = ("caption_id", "value", "raw")
+    casts = ("bigint", "float8", "float8")
+    reads_token_cache = True
+    nothing = "candidate captions"
+    requires, lacking = "candidates", "{dataset} has no candidate captions"
+
+    def units(self) -> list[int]:
+        qs = self.dataset.candidates()
+        if base.OBJECTS in self.metric.needs:
+            qs = qs.filter(image__in=ObjectLabel.objects.values("image"))
+        return list(qs.order_by("id").values_list("id", flat=True))
+
+    def units_name(self) -> str:
+        return self.nothing + (" of images with object labels" if base.OBJECTS in self.metric.needs else "")
+
+    def _near(self, units: Sequence[int]) -> dict:
+        # one range scan of the unique (run, caption) index between the smallest and largest id (a chunk's
+        # ids are consecutive units of the run, so the range holds little else), not one probe per id
+        return {"caption_id__gte": min(units), "caption_id__lte": max(units)}
+
+    def gather(self, units: Sequence[int]) -> base.Batch:
+        """Tokenised candidates always; references, raw texts, object labels, word vectors and the run's
+        document-frequency table when the metric needs them. Tokens, images and references come from
+        this process's cache of the dataset (:func:`dataset_tokens`)."""
+        needs = self.metric.needs
+        data = dataset_tokens(self.dataset, units)
+        batch = base.Batch(candidates=[data.tokens[c] for c in units])
+        image_of = data.image_of
+        if base.REFERENCES in needs:
+            refs = data.references
+            batch.references = [refs.get(image_of[c], []) for c in units]
+        if base.TEXTS in needs:
+            texts = dict(Caption.objects.filter(id__in=units).values_list("id", "text"))
+            batch.texts = [texts[c] for c in units]
+        if base.OBJECTS in needs:
+            objects: dict[int, dict[str, int]] = defaultdict(dict)
+            for image_id, label, count in ObjectLabel.objects.filter(
+                    image_id__in={image_of[c] for c in units}).values_list("image_id", "label", "count"):
+                objects[image_id][label] = count
+            batch.objects = [objects[image_of[c]] for c in units]
+        if base.WORD_VECTORS in needs:
+            batch.vectors = self.run.params.get("vectors_path")
+        if base.DOCUMENT_FREQUENCY in needs:
+            batch.document_frequency = self.document_frequency()
+        return batch
+
+    def evaluate(self, units: Sequence[int]):
+        """``(values, raw)``. A metric needing the whole corpus is scored once over every unit of the
+        run (:meth:`whole_corpus_scores`); the others over ``units``."""
+        if base.WHOLE_CORPUS in self.metric.needs:
+            return self.whole_corpus_scores(units), None
+        result = self.metric.score(self.gather(units))
+        return result.values, result.raw
+
+    def whole_corpus_scores(self, units: Sequence[int]) -> list[float]:
+        """Scores of ``units`` from a metric needing the whole corpus (a plugin's ``needs_corpus``): the
+        metric scores every candidate of the run at once (caption-id order), so dataset-wide statistics
+        do not depend on the chunking; the result is cached per worker process for the run's other chunks."""
+        run = self.run
+        key = (run.pk, run.total, run.metric, run.version)
+        if key not in _whole_corpus_cache:
+            _whole_corpus_cache.clear()
+            ids = self.units()
+            values = self.metric.score(self.gather(ids)).values
+            _whole_corpus_cache[key] = dict(zip(ids, (float(v) for v in values)))
+        scores = _whole_corpus_cache[key]
+        return [scores[c] for c in units]
+
+    def rows(self, units: Sequence[int], values, extra=None) -> list[list]:
+        """Caption ids, values and ``extra`` = raw values (floats or None per caption; None: all None)."""
+        ids = [int(c) for c in units]
+        raws = [None if r is None else float(r) for r in (extra if extra is not None else [None] * len(ids))]
+        return [ids, [float(v) for v in values], raws]
+
+
+class SetLevel(Level):
+    """Set-level metrics (Self-CIDEr, LSA, mBLEU, set accuracy): the units are caption sets
+    ``(image id, system id)`` of every system, the references included, sorted (lists in task
+    messages); scores are :class:`SetScore` rows with the number of captions the metric used."""
+
+    name = "set"
+    table = SetScore
+    unit_columns = ("image_id", "system_id")
+    columns = ("image_id", "system_id", "value", "n_captions")
+    casts = ("bigint", "bigint", "float8", "int")
+    nothing = "caption sets"
+    requires, lacking = "systems", "{dataset} has no captions"
+
+    def units(self) -> list[tuple[int, int]]:
+        pairs = Caption.objects.filter(image__dataset=self.dataset).order_by().values_list("image_id", "system_id").distinct()
+        return sorted(pairs)
+
+    @staticmethod
+    def key(unit) -> tuple[int, int]:
+        return tuple(unit)
+
+    @staticmethod
+    def message(unit) -> list[int]:
+        return list(unit)
+
+    def _near(self, units: Sequence) -> dict:
+        return {"image_id__in": {u[0] for u in units}}
+
+    def gather(self, units: Sequence[tuple[int, int]]) -> base.Batch:
+        """The sets (each set's captions in key order), ``m`` from the run's parameters, the
+        reference-set flags and, as the metric needs, each set's image references and the run's
+        document-frequency table. The captions are read afresh (not from :func:`dataset_tokens`): a
+        caption set can still grow while a description campaign runs."""
+        dataset = self.dataset
+        images = {u[0] for u in units}
+        rows = list(
+            Caption.objects.filter(image_id__in=images, system_id__in={u[1] for u in units})
+            .order_by("image_id", "system_id", "key").values_list("id", "image_id", "system_id")
+        )
+        tokens = _ensure_tokens(dataset, [r[0] for r in rows])
+        members: dict[tuple, list[str]] = defaultdict(list)
+        for cid, image_id, system_id in rows:
+            members[(image_id, system_id)].append(tokens[cid])
+        batch = base.Batch(sets=[members[u] for u in units], m=self.run.params.get("m"),
+                           is_reference=[u[1] == dataset.reference_system_id for u in units])
+        if base.REFERENCES in self.metric.needs:
+            refs_by_image = _references_by_image(dataset, images)
+            batch.references = [refs_by_image.get(u[0], []) for u in units]
+        if base.DOCUMENT_FREQUENCY in self.metric.needs:
+            batch.document_frequency = self.document_frequency()
+        return batch
+
+    def evaluate(self, units: Sequence[tuple[int, int]]):
+        """``(values, n_captions)``: each set's size, at most ``m``."""
+        batch = self.gather(units)
+        sizes = [min(len(s), batch.m or 10**9) for s in batch.sets]
+        return self.metric.score(batch).values, sizes
+
+    def rows(self, units: Sequence, values, extra) -> list[list]:
+        """Image ids, system ids, values and ``extra`` = the number of captions of each set."""
+        return [[int(u[0]) for u in units], [int(u[1]) for u in units], [float(v) for v in values],
+                [int(n) for n in extra]]
+
+    def build_document_frequency(self):
+        """Set level (Self-CIDEr, set accuracy): one document per image with references (its reference
+        set), the dataset-level analogue of the official code's COCO-train df table
+        (:func:`_document_frequency_for_sets`)."""
+        return _document_frequency_for_sets(self.dataset)
+
+
+class SystemLevel(Level):
+    """System-level metrics (vocabulary, TTR, MTLD...): the units are system ids in id order; scores
+    are :class:`SystemScore` rows with the metric's ``Scores.details``."""
+
+    name = "system"
+    table = SystemScore
+    unit_columns = ("system_id",)
+    columns = ("system_id", "value", "details")
+    casts = ("bigint", "float8", "jsonb")
+    nothing = "systems"
+    requires, lacking = "systems", "{dataset} has no captions"
+
+    def units(self) -> list[int]:
+        return list(System.objects.filter(dataset=self.dataset).order_by("id").values_list("id", flat=True))
+
+    def gather(self, units: Sequence[int]) -> base.Batch:
+        """Each system's corpus: the first caption of every image (image order), then the second...; a
+        metric needing the reference corpora also gets the references as R corpora (the k-th reference
+        of every image)."""
+        dataset = self.dataset
+        rows = list(
+            Caption.objects.filter(image__dataset=dataset).order_by("image_id", "system_id", "key")
+            .values_list("id", "image_id", "system_id")
+        )
+        tokens = _ensure_tokens(dataset, [r[0] for r in rows])
+        ranked = []  # (rank of the caption within its set, image, system, tokens)
+        previous, rank = None, 0
+        for cid, image_id, system_id in rows:
+            rank = rank + 1 if previous == (image_id, system_id) else 0
+            previous = (image_id, system_id)
+            ranked.append((rank, image_id, system_id, tokens[cid]))
+        ranked.sort(key=lambda r: (r[0], r[1]))
+        corpora: dict[int, list[str]] = defaultdict(list)
+        for _, _, system_id, tok in ranked:
+            corpora[system_id].append(tok)
+        batch = base.Batch(corpora=[corpora[s] for s in units])
+        if base.REFERENCE_CORPORA in self.metric.needs and dataset.reference_system_id:
+            by_rank: dict[int, list[str]] = defaultdict(list)
+            for rank, _, system_id, tok in ranked:
+                if system_id == dataset.reference_system_id:
+                    by_rank[rank].append(tok)
+            batch.reference_corpora = [by_rank[k] for k in sorted(by_rank)]
+        return batch
+
+    def evaluate(self, units: Sequence[int]):
+        """``(values, details)``: the metric's ``Scores.details`` (None: none)."""
+        result = self.metric.score(self.gather(units))
+        return result.values, result.details
+
+    def rows(self, units: Sequence[int], values, extra) -> list[list]:
+        """System ids, values and ``extra`` = each system's details (dicts; None: empty ones)."""
+        ids = [int(s) for s in units]
+        return [ids, [float(v) for v in values], list(extra) if extra is not None else [{}] * len(ids)]
+
+
+#: the level objects' classes by ``Metric.level``
+LEVELS: dict[str, type[Level]] = {cls.name: cls for cls in (CaptionLevel, SetLevel, SystemLevel)}
+
+
+def level_for(dataset: Dataset, metric: str, run: MetricRun | None = None) -> Level:
+    """The :class:`Level` of ``metric`` (a registry key) on ``dataset``, for ``run`` (None while planning)."""
+    spec = registry.METRICS[metric]
+    return LEVELS[spec.level](dataset, spec, run)
+
+
+def level_of(run: MetricRun) -> Level:
+    """The :class:`Level` of ``run``: chosen once, it scores every chunk of the run it is given."""
+    return level_for(run.dataset, run.metric, run)
+
+
+#: a metric needing the whole corpus: its scores of the run last scored in this process (:meth:`CaptionLevel.whole_corpus_scores`)
+_whole_corpus_cache: dict[tuple, dict[int, float]] = {}

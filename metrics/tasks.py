@@ -2,10 +2,10 @@
 
 ``start_run(run_id)`` tokenises the dataset's captions (once, shared by all metrics), gives the run
 its document-frequency table when its metric needs one (built once, stored with the run:
-:func:`metrics.pipeline.prepare_document_frequency`) and fans the run's unscored units (captions,
-caption sets or systems, by the metric's level) out as ``score_chunk`` tasks of
-:func:`metrics.pipeline.chunk_size` units (at most ``METRICS_CHUNK_SIZE``). A chunk
-that raises is retried (``max_retries`` times, with back-off); one that still fails marks the run
+:meth:`metrics.pipeline.Level.prepare_document_frequency`) and fans the run's unscored units (captions,
+caption sets or systems: the run's level object, :func:`metrics.pipeline.level_of`) out as
+``score_chunk`` tasks of :func:`metrics.pipeline.chunk_size` units (at most ``METRICS_CHUNK_SIZE``).
+A chunk that raises is retried (``max_retries`` times, with back-off); one that still fails marks the run
 ``failed`` with the error, and re-running ``compute_metrics`` resumes with only the missing
 units. Tasks are acknowledged late, so a chunk whose worker dies is delivered again; with Redis
 that happens only after the broker's visibility timeout, so ``resume_runs`` (queued by every
@@ -48,15 +48,15 @@ def start_run(self, run_id: int) -> int:
     """Tokenise, then queue one ``score_chunk`` per chunk of unscored units; returns #chunks."""
     run = MetricRun.objects.select_related("dataset", "dataset__reference_system").get(pk=run_id)
     try:
+        level = pipeline.level_of(run)
         pipeline.tokenize_dataset(run.dataset)
-        missing = pipeline.missing_units(run)
-        if missing and not current_app.conf.task_always_eager and \
-                registry.METRICS[run.metric].level == "caption":
+        missing = level.missing()
+        if missing and not current_app.conf.task_always_eager and level.reads_token_cache:
             # the other worker processes read the dataset's tokens while this one builds the table
             for _ in range(pipeline.metric_workers() - 1):
                 warm_dataset.delay(run.dataset_id)
         if missing:
-            pipeline.prepare_document_frequency(run)
+            level.prepare_document_frequency()
         size = pipeline.chunk_size(len(missing))
     except Exception as exc:  # noqa: BLE001 - any failure is retried, then recorded on the run
         _retry_or_fail(self, run_id, exc)
@@ -85,11 +85,12 @@ def warm_dataset(dataset_id: int) -> int:
 
 @shared_task(bind=True, max_retries=MAX_RETRIES, acks_late=True)
 def score_chunk(self, run_id: int, units: list) -> int:
-    """Score one chunk of units and store them; returns how many scores were new. The run's progress
-    counter grows with the rows stored (no recount; :func:`metrics.pipeline.report_progress`)."""
+    """Score one chunk of units and store them (:meth:`metrics.pipeline.Level.score` of the run's
+    level); returns how many scores were new. The run's progress counter grows with the rows stored
+    (no recount; :func:`metrics.pipeline.report_progress`)."""
     run = MetricRun.objects.select_related("dataset", "dataset__reference_system").get(pk=run_id)
     try:
-        created = pipeline.score_units(run, units)
+        created = pipeline.level_of(run).score(units)
     except Exception as exc:  # noqa: BLE001
         _retry_or_fail(self, run_id, exc)
     pipeline.report_progress(run)

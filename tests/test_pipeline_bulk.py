@@ -56,7 +56,7 @@ def pycoco_cider(dataset):
 
 def test_counter_equals_real_count_after_duplicated_retried_and_overlapping_chunks(subset):
     run = planned(subset)
-    units = pipeline.missing_units(run)
+    units = pipeline.level_of(run).missing()
     parts = list(pipeline.chunks(units, 50))
     assert len(parts) == math.ceil(len(units) / 50) >= 4
     new = [tasks.score_chunk.apply(args=(run.pk, parts[0])).get()]
@@ -81,7 +81,7 @@ def test_run_is_not_marked_done_when_the_counter_is_wrong(subset):
     """The counter is verified with a real count once it reaches the total: a counter pushed to the
     total with scores missing is corrected, and the run stays unfinished until they are stored."""
     run = planned(subset)
-    units = pipeline.missing_units(run)
+    units = pipeline.level_of(run).missing()
     half = units[: len(units) // 2]
     tasks.score_chunk.apply(args=(run.pk, half))
     MetricRun.objects.filter(pk=run.pk).update(completed=run.total - 10)  # an impossible counter
@@ -99,8 +99,8 @@ def test_a_chunk_delivered_twice_at_the_same_time_is_stored_and_counted_once(sub
     compute every unit (the barrier makes both pass the "already scored" check first), both insert:
     ON CONFLICT DO NOTHING keeps one row per unit and the counter grows by the rows really inserted."""
     run = planned(subset)
-    pipeline.prepare_document_frequency(run)
-    units = pipeline.missing_units(run)
+    pipeline.level_of(run).prepare_document_frequency()
+    units = pipeline.level_of(run).missing()
     metric = registry.METRICS["cider_d"]
     real = metric.score
     barrier = threading.Barrier(2, timeout=60)
@@ -116,7 +116,7 @@ def test_a_chunk_delivered_twice_at_the_same_time_is_stored_and_counted_once(sub
     def worker():
         try:
             fresh = MetricRun.objects.select_related("dataset", "dataset__reference_system").get(pk=run.pk)
-            created.append(pipeline.score_units(fresh, units))
+            created.append(pipeline.level_of(fresh).score(units))
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
@@ -158,10 +158,10 @@ def test_document_frequency_is_built_once_stored_with_the_run_and_used_by_every_
     MetricRun.objects.filter(pk=run.pk).update(status=MetricRun.RUNNING, completed=0, document_frequency=other_table)
     pipeline.clear_caches()
 
-    def no_rebuild(run):
+    def no_rebuild(level):
         raise AssertionError("a chunk built its own document frequencies")
 
-    monkeypatch.setattr(pipeline, "build_document_frequency", no_rebuild)
+    monkeypatch.setattr(pipeline.CaptionLevel, "build_document_frequency", no_rebuild)
     n_chunks = tasks.start_run.apply(args=(run.pk,)).get()
     assert n_chunks == math.ceil(len(cands) / 40)
     run.refresh_from_db()
@@ -256,20 +256,20 @@ def test_chunk_sizes_use_every_worker_for_small_runs_and_cap_large_ones(settings
 def test_nan_scores_are_stored_and_counted(subset):
     """NaN ("undefined for this unit") goes through the multi-row insert as a value and reads back as NaN."""
     run = planned(subset)
-    ids = pipeline.missing_units(run)[:3]
+    ids = pipeline.level_of(run).missing()[:3]
     from django.db import transaction
 
     with transaction.atomic():
-        n = pipeline.insert_caption_scores(run, ids, [float("nan"), 0.5, float("nan")], [None, 2.0, float("nan")])
+        n = pipeline.level_of(run).insert(ids, [float("nan"), 0.5, float("nan")], [None, 2.0, float("nan")])
         pipeline.store_progress(run, n, 0.0)
     assert n == 3 and run.completed == 3
     rows = dict(MetricScore.objects.filter(run=run).values_list("caption_id", "value"))
     assert math.isnan(rows[ids[0]]) and rows[ids[1]] == 0.5 and math.isnan(rows[ids[2]])
-    assert pipeline.insert_caption_scores(run, ids, [1.0, 1.0, 1.0]) == 0  # conflicts: nothing replaced
+    assert pipeline.level_of(run).insert(ids, [1.0, 1.0, 1.0]) == 0  # conflicts: nothing replaced
     assert MetricScore.objects.get(run=run, caption_id=ids[1]).raw == 2.0
     (lsa,) = pipeline.plan_runs("sub", ["lsa"])
-    units = [tuple(u) for u in pipeline.missing_units(lsa)[:2]]
-    assert pipeline.insert_set_scores(lsa, units, [float("nan"), 0.25], [1, 5]) == 2
+    units = [tuple(u) for u in pipeline.level_of(lsa).missing()[:2]]
+    assert pipeline.level_of(lsa).insert(units, [float("nan"), 0.25], [1, 5]) == 2
     got = {(s.image_id, s.system_id): s for s in SetScore.objects.filter(run=lsa)}
     assert math.isnan(got[units[0]].value) and got[units[1]].value == 0.25 and got[units[1]].n_captions == 5
 
@@ -280,17 +280,17 @@ from django.db import transaction
 from metrics import pipeline, tasks
 from metrics.models import MetricRun, MetricScore
 (run,) = pipeline.plan_runs("sub", ["cider_d"])
-units = pipeline.missing_units(run)
+units = pipeline.level_of(run).missing()
 parts = list(pipeline.chunks(units, 50))
 first = [tasks.score_chunk.apply(args=(run.pk, p)).get() for p in parts[:2]]
 again = [tasks.score_chunk.apply(args=(run.pk, p)).get() for p in parts]
 run.refresh_from_db()
 ids = list(MetricScore.objects.filter(run=run).values_list("caption_id", flat=True))
 (lsa,) = pipeline.plan_runs("sub", ["lsa"])
-u = [tuple(x) for x in pipeline.missing_units(lsa)[:2]]
+u = [tuple(x) for x in pipeline.level_of(lsa).missing()[:2]]
 with transaction.atomic():
-    n = pipeline.insert_set_scores(lsa, u, [float("nan"), 0.5], [1, 2])
-    dup = pipeline.insert_set_scores(lsa, u, [0.1, 0.1], [1, 2])
+    n = pipeline.level_of(lsa).insert(u, [float("nan"), 0.5], [1, 2])
+    dup = pipeline.level_of(lsa).insert(u, [0.1, 0.1], [1, 2])
 vals = sorted(lsa.set_scores.values_list("value", flat=True), key=lambda v: (not math.isnan(v), v))
 print(json.dumps({"vendor": __import__("django.db").db.connection.vendor, "first": first, "again": again,
                   "completed": run.completed, "total": run.total, "status": run.status, "count": len(ids),
