@@ -301,11 +301,6 @@ def add_raters(campaign: Campaign, workers) -> int:
     return CampaignRater.objects.filter(campaign=campaign).count() - before
 
 
-def is_rater(campaign: Campaign, worker: Worker) -> bool:
-    """Whether ``worker`` is a rater of the local ``campaign`` (see :func:`add_raters`)."""
-    return CampaignRater.objects.filter(campaign=campaign, worker=worker, revoked_at__isnull=True).exists()
-
-
 def rater_campaigns(worker: Worker):
     """The local campaigns ``worker`` is a rater of (a queryset; the rater pages list and serve
     only these). A revoked membership (:func:`crowd.audit.revoke_invitation`) does not count."""

@@ -227,25 +227,6 @@ class Flickr8kExpertImporter(Importer):
         )
 
 
-def import_flickr8k_expert(directory: Path | str, name: str) -> ImportSummary:
-    """Import Flickr8k-Expert from ``directory`` as dataset ``name``, all or nothing
-    (:class:`Flickr8kExpertImporter`; the rules are those of :class:`~crowd.importers.base.Importer`).
-
-    Everything is parsed and validated before the first row is written; the writes run in one
-    transaction. Re-importing identical files under the same name changes nothing; different data
-    under an existing name raises :class:`DatasetExistsError`. The dataset's ``protocol`` is
-    :data:`EXPERT_PROTOCOL` (every rating a row, Kendall tau-c).
-
-    Raises
-    ------
-    DatasetFormatError
-        missing or malformed file (the message names file, line and problem).
-    DatasetExistsError
-        ``name`` is taken by a dataset with other contents.
-    """
-    return Flickr8kExpertImporter()(directory, name)
-
-
 def parse_crowdflower(path: Path, captions: dict[str, list[tuple[str, str]]], token_path: Path):
     """Parse ``CrowdFlowerAnnotations.txt`` into [(line number, image, caption id, n_yes, n_no), ...].
 
@@ -401,21 +382,3 @@ class Flickr8kCrowdFlowerImporter(Importer):
                 "without references (protocol of Hessel et al. 2021, appendix A)"
             ],
         )
-
-
-def import_flickr8k_crowdflower(directory: Path | str, name: str) -> ImportSummary:
-    """Import Flickr8k-CrowdFlower from ``directory`` (``CrowdFlowerAnnotations.txt`` and
-    ``Flickr8k.token.txt``) as dataset ``name``, all or nothing (:class:`Flickr8kCrowdFlowerImporter`).
-
-    Everything is validated before the first row is written, in one transaction; identical files
-    under the same name change nothing.
-
-    Raises
-    ------
-    DatasetFormatError
-        missing or malformed file, a fraction column that disagrees with the counts, an unknown
-        image or caption id, an image left without references (message: file, line, problem).
-    DatasetExistsError
-        ``name`` is taken by a dataset with other contents.
-    """
-    return Flickr8kCrowdFlowerImporter()(directory, name)

@@ -1,7 +1,7 @@
 """Dataset.protocol (how reports treat a dataset) and PairwiseJudgment without a reference.
 
 The data step sets the protocol of Flickr8k-Expert datasets imported before this migration to the
-one :func:`crowd.importers.flickr8k.import_flickr8k_expert` now stores (a frozen copy, as
+one :class:`crowd.importers.flickr8k.Flickr8kExpertImporter` now stores (a frozen copy, as
 migrations must not import application code that may change later).
 """
 import django.db.models.deletion
