@@ -60,6 +60,7 @@ from metrics import pipeline, uploads
 from metrics.models import MetricRun, MetricScore, SetScore, SystemScore
 from captioneval.kernels import corpus as corpus_module
 from captioneval.metrics.registry import METRICS
+from captioneval.utils.numbers import finite_or_none
 
 from .benchmarks import latex_escape
 from .reports import ReportError, completed_runs, metric_name, protocol
@@ -292,12 +293,8 @@ def holm(p_values: list[float]) -> list[float]:
     return out
 
 
-def _finite(x) -> float | None:
-    return None if x is None or not math.isfinite(float(x)) else float(x)
-
-
 def _interval(ci) -> list:
-    return [_finite(ci[0]), _finite(ci[1])]
+    return [finite_or_none(ci[0]), finite_or_none(ci[1])]
 
 
 def _estimate(rows: np.ndarray, score_fn, n_resamples: int, seed: int) -> tuple[float | None, list]:
@@ -305,13 +302,13 @@ def _estimate(rows: np.ndarray, score_fn, n_resamples: int, seed: int) -> tuple[
     with a single image the score and no interval."""
     if len(rows) < 2:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return _finite(np.asarray(score_fn(rows.sum(axis=0)[None, :]), dtype=float).reshape(-1)[0]), [None, None]
+            return finite_or_none(np.asarray(score_fn(rows.sum(axis=0)[None, :]), dtype=float).reshape(-1)[0]), [None, None]
     try:
         est = system_stats.corpus_estimate(rows, score_fn, n_resamples=n_resamples, seed=seed)
     except ValueError:  # a resample without a defined score: the score alone, no interval
         with np.errstate(invalid="ignore", divide="ignore"):
-            return _finite(np.asarray(score_fn(rows.sum(axis=0)[None, :]), dtype=float).reshape(-1)[0]), [None, None]
-    return _finite(est.score), _interval(est.ci95)
+            return finite_or_none(np.asarray(score_fn(rows.sum(axis=0)[None, :]), dtype=float).reshape(-1)[0]), [None, None]
+    return finite_or_none(est.score), _interval(est.ci95)
 
 
 # --- the report -----------------------------------------------------------------------------------
@@ -440,7 +437,7 @@ def leaderboard(dataset, metrics=None, criteria=None, baseline=None, n_resamples
         if level == "system":
             values = dict(SystemScore.objects.filter(run=run).values_list("system_id", "value"))
             for s in systems:
-                scores[s.name] = _finite(values.get(s.pk))
+                scores[s.name] = finite_or_none(values.get(s.pk))
                 report_systems[s.name]["metrics"][key] = {"score": scores[s.name], "ci95": [None, None], "rank": None,
                                                           "n_images": None}
             corpus = f"the stored system-level value (run {run.pk}) of the system's whole caption corpus; no interval"
@@ -512,7 +509,7 @@ def leaderboard(dataset, metrics=None, criteria=None, baseline=None, n_resamples
             p = float(result.p_value)
             p_values[(a.name, b.name)] = p
             if baseline is None or baseline in (a.name, b.name):
-                delta = _finite(result.delta)
+                delta = finite_or_none(result.delta)
                 better = None if not delta else (a.name if sign * delta > 0 else b.name)
                 reported.append({"a": a.name, "b": b.name, "metric": key, "delta": delta,
                                  "ci95": _interval(result.ci95), "p_value": p, "test": result.test,
@@ -541,7 +538,7 @@ def leaderboard(dataset, metrics=None, criteria=None, baseline=None, n_resamples
                                                    {n: human_means[criterion][n] for n in both})
             agreement[key][criterion] = {f: result.get(f) for f in ("kendall_tau", "pearson", "n_systems", "caveat")}
             for f in ("kendall_tau", "pearson"):
-                agreement[key][criterion][f] = _finite(agreement[key][criterion][f])
+                agreement[key][criterion][f] = finite_or_none(agreement[key][criterion][f])
             if len(both) < FEW_SYSTEMS and not agreement[key][criterion]["caveat"]:
                 agreement[key][criterion]["caveat"] = (
                     f"only {len(both)} systems: a system-level correlation over so few points is very uncertain")

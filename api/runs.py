@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 
 from django.db.models import F
 from django.http import StreamingHttpResponse
@@ -43,6 +42,7 @@ from rest_framework.response import Response
 
 from crowd.models import Dataset
 from captioneval.utils import csvsafe
+from captioneval.utils.numbers import finite_or_none
 from metrics import jobs, pipeline
 from metrics.models import MetricRun, MetricScore, SetScore, SystemScore
 from captioneval.metrics import registry
@@ -121,10 +121,6 @@ class ScoreSerializer(serializers.Serializer):
     raw = serializers.FloatField(allow_null=True)
 
 
-def _finite(x):
-    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
-
-
 def score_rows(run: MetricRun):
     """``(rows, level)``: the run's scores as a QuerySet of dicts ordered by primary key (keys
     ``caption_id``, ``image_key``, ``system_name``, ``caption_key``, ``value``, ``raw`` as the level
@@ -146,7 +142,7 @@ def score_rows(run: MetricRun):
 def score_dict(row: dict) -> dict:
     """One row of :func:`score_rows` with the API's names; NaN and infinities as None."""
     return {"caption": row.get("caption_id"), "image": row.get("image_key"), "system": row.get("system_name"),
-            "key": row.get("caption_key"), "value": _finite(row.get("value")), "raw": _finite(row.get("raw"))}
+            "key": row.get("caption_key"), "value": finite_or_none(row.get("value")), "raw": finite_or_none(row.get("raw"))}
 
 
 class CSVRenderer(BaseRenderer):

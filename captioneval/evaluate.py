@@ -24,6 +24,7 @@ import numpy as np
 
 from . import _metrics
 from .errors import InputError, MetricError
+from .utils.numbers import finite_or_none
 
 #: the COCO caption metrics, in pycocoevalcap's order (``captioneval evaluate``'s default)
 COCO_METRICS = ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider_d")
@@ -65,11 +66,11 @@ class ScoredItems:
         keys = [k for k in self.metrics if k in self.scores]
         columns = [(name, getattr(self, attribute)) for name, attribute in self.item_columns]
         return [{"id": ident, **{name: values[i] for name, values in columns},
-                 **{k: _finite(float(self.scores[k][i])) for k in keys}} for i, ident in enumerate(self.ids)]
+                 **{k: finite_or_none(float(self.scores[k][i])) for k in keys}} for i, ident in enumerate(self.ids)]
 
     def _corpus_entry(self, key: str, **more) -> dict[str, Any]:
         """``{"name", <more>, "score" (None if not finite), "signature", "signature_string"}`` of ``key``."""
-        return {"name": self.names[key], **more, "score": _finite(self.corpus[key]),
+        return {"name": self.names[key], **more, "score": finite_or_none(self.corpus[key]),
                 "signature": self.signatures[key], "signature_string": self.signature_strings[key]}
 
 
@@ -116,14 +117,6 @@ class Evaluation(ScoredItems):
             lines.append(f"{key:<10} {'skipped':>8}  {reason}")
         lines.append(f"{len(self.ids)} captions, tokenizer {self.tokenizer}")
         return "\n".join(lines)
-
-
-def _finite(value):
-    """``value`` (a number), or None when it is NaN, infinite or not a number (JSON has no NaN)."""
-    try:
-        return value if math.isfinite(value) else None
-    except TypeError:
-        return None
 
 
 def _in_key_order(items: Mapping, references, what: str, required: bool) -> tuple[list, list, list | None]:
