@@ -92,6 +92,15 @@ def read_benchmark(dataset, settings: dict, criterion: str | None):
     return read_report(Report.BENCHMARK, key, params, dataset=dataset)
 
 
+def _stored_benchmark(request, dataset, waiting) -> tuple[HttpResponse | None, dict | None]:
+    """``(answer, report)`` of a benchmark download or chart: the stored report of ``dataset`` with
+    the request's settings and ``criterion`` (:func:`read_benchmark`), or the answer instead
+    (:func:`stored_or_answer`; ``waiting(row)`` while it is computed)."""
+    answer, got = stored_or_answer(
+        lambda: read_benchmark(dataset, benchmark_settings(request), request.GET.get("criterion")), waiting)
+    return answer, got and got[0]
+
+
 def _chart_not_ready(row: Report) -> HttpResponse:
     """503 with ``Retry-After`` for a chart whose report is not stored yet."""
     response = HttpResponse(f"the report is {row.status}", status=503, content_type="text/plain")
@@ -100,7 +109,31 @@ def _chart_not_ready(row: Report) -> HttpResponse:
 
 
 def _bad(exc) -> HttpResponse:
+    """HTTP 400 naming the problem ``exc`` (a :class:`BadSettings` or a stored report's problem)."""
     return bad_request(str(exc))
+
+
+def stored_or_answer(read, waiting, problem=_bad, stale: bool = False) -> tuple[HttpResponse | None, tuple | None]:
+    """The preamble of every view of one stored report (downloads, charts, chart specs): read the
+    settings and the report, or say why not. ``read()`` validates the request's settings and reads
+    the report, returning ``(report, problem, computing, row, *more)`` as :func:`read_benchmark` or
+    :func:`read_comparison` do.
+
+    Returns ``(None, what read() returned)`` when the view can show the report, else ``(response,
+    None)``: HTTP 400 for a :class:`BadSettings` (:func:`_bad`), ``problem(message)`` (default a 400
+    too) for a report the data cannot give, ``waiting(row)`` (202, 500 or 503, by the caller) while
+    the report is not stored yet, or, with ``stale``, only while there is no report at all (a stale
+    one of the same settings is shown meanwhile)."""
+    try:
+        got = read()
+    except BadSettings as exc:
+        return _bad(exc), None
+    report, message, computing, row = got[:4]
+    if message is not None:
+        return problem(message), None
+    if report is None if stale else computing is not None:
+        return waiting(row), None
+    return None, got
 
 
 @require_GET
@@ -144,15 +177,9 @@ def benchmark_json(request, name):
     """The benchmark report as JSON (:func:`analysis.benchmarks.benchmark_report`); 400 for bad
     settings or a report that cannot be made, 202 while it is computed."""
     dataset = get_object_or_404(Dataset, name=name)
-    try:
-        settings = benchmark_settings(request)
-    except BadSettings as exc:
-        return _bad(exc)
-    report, problem, computing, row = read_benchmark(dataset, settings, request.GET.get("criterion"))
-    if problem is not None:
-        return _bad(problem)
-    if computing is not None:
-        return not_ready(row, "benchmark report")
+    answer, report = _stored_benchmark(request, dataset, lambda row: not_ready(row, "benchmark report"))
+    if answer is not None:
+        return answer
     response = JsonResponse(published.attach(dataset, report), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="{name}-benchmark.json"'
     return response
@@ -163,16 +190,9 @@ def benchmark_chart(request, name, level, statistic, fmt="png"):
     """Bars of one level/statistic of the stored benchmark report as PNG, SVG or PDF (x100, the
     ceiling only on its own statistic, 50% chance on accuracies: :func:`analysis.charts.bar_entries`);
     503 while it is computed."""
-    dataset = get_object_or_404(Dataset, name=name)
-    try:
-        settings = benchmark_settings(request)
-    except BadSettings as exc:
-        return _bad(exc)
-    report, problem, computing, row = read_benchmark(dataset, settings, request.GET.get("criterion"))
-    if problem is not None:
-        return _bad(problem)
-    if computing is not None:
-        return _chart_not_ready(row)
+    answer, report = _stored_benchmark(request, get_object_or_404(Dataset, name=name), _chart_not_ready)
+    if answer is not None:
+        return answer
     if level not in ("item", "image", "system"):
         raise Http404("unknown level")
     digest = hashlib.sha256(json.dumps([level, statistic, report], sort_keys=True).encode()).hexdigest()
@@ -197,16 +217,9 @@ def benchmark_chart(request, name, level, statistic, fmt="png"):
 @require_GET
 def significance_png(request, name, fmt="png"):
     """p-value heat map of the stored benchmark report's permutation test; 503 while it is computed."""
-    dataset = get_object_or_404(Dataset, name=name)
-    try:
-        settings = benchmark_settings(request)
-    except BadSettings as exc:
-        return _bad(exc)
-    report, problem, computing, row = read_benchmark(dataset, settings, request.GET.get("criterion"))
-    if problem is not None:
-        return _bad(problem)
-    if computing is not None:
-        return _chart_not_ready(row)
+    answer, report = _stored_benchmark(request, get_object_or_404(Dataset, name=name), _chart_not_ready)
+    if answer is not None:
+        return answer
     sig = report.get("significance", {}).get("permutation")
     if not sig:
         raise Http404("no significance test in this report (fewer than 2 metrics)")
@@ -266,15 +279,9 @@ def compare_page(request):
 def _download(request, make, as_json: bool = False):
     """A comparison download: ``make(matrix)`` builds the response from the stored comparison; bad
     settings or a comparison that cannot be made are an HTTP 400; 202 while it is computed."""
-    try:
-        matrix, problem, computing, row, _ = read_comparison(request)
-    except BadSettings as exc:
-        return _bad(exc)
-    if problem is not None:
-        return _bad(problem)
-    if computing is not None:
-        return not_ready(row, "comparison", as_json=as_json)
-    return make(matrix)
+    answer, got = stored_or_answer(lambda: read_comparison(request),
+                                   lambda row: not_ready(row, "comparison", as_json=as_json))
+    return answer if answer is not None else make(got[0])
 
 
 def _attachment(response, filename: str):

@@ -37,7 +37,7 @@ from captioneval.metrics.registry import METRICS
 from metrics.uploads import is_upload_key
 
 from . import cached_reports, charts, leaderboard
-from .benchmark_views import BadSettings, _bad
+from .benchmark_views import BadSettings, _bad, stored_or_answer
 from .explorer import metric_scale
 from .models import Report
 from .reports import ReportError, check_criterion, protocol
@@ -278,17 +278,18 @@ def leaderboard_page(request, name):
     return render(request, "analysis/leaderboard.html", context)
 
 
+def _read(name, request) -> tuple:
+    """``(report, problem, computing, row, dataset, settings)`` of the request's leaderboard
+    (:func:`read_leaderboard`); BadSettings for bad settings, 404 for an unknown dataset."""
+    dataset, settings = _dataset_and_settings(name, request)
+    return (*read_leaderboard(dataset, settings), dataset, settings)
+
+
 def _download(request, name, make, what: str = "leaderboard", as_json: bool = False):
-    try:
-        dataset, settings = _dataset_and_settings(name, request)
-    except BadSettings as exc:
-        return _bad(exc)
-    report, problem, computing, row = read_leaderboard(dataset, settings)
-    if problem is not None:
-        return _bad(problem)
-    if computing is not None:
-        return not_ready(row, what, as_json=as_json)
-    return make(dataset, report)
+    """A leaderboard download: ``make(dataset, report)`` builds the response from the stored report;
+    400 for bad settings or a report that cannot be made, 202 while it is computed."""
+    answer, got = stored_or_answer(lambda: _read(name, request), lambda row: not_ready(row, what, as_json=as_json))
+    return answer if answer is not None else make(got[4], got[0])
 
 
 def _attachment(response, filename: str):
@@ -326,17 +327,12 @@ def leaderboard_latex(request, name):
 def _spec(request, name, build):
     """A chart spec of the stored report: 400 bad settings or a report that cannot be made, 202
     while computed, 404 for a column the report does not have."""
+    answer, got = stored_or_answer(lambda: _read(name, request), lambda row: not_ready(row, "leaderboard"),
+                                   problem=lambda message: JsonResponse({"problem": message}, status=400), stale=True)
+    if answer is not None:
+        return answer
     try:
-        dataset, settings = _dataset_and_settings(name, request)
-    except BadSettings as exc:
-        return _bad(exc)
-    report, problem, computing, row = read_leaderboard(dataset, settings)
-    if problem is not None:
-        return JsonResponse({"problem": problem}, status=400)
-    if report is None:
-        return not_ready(row, "leaderboard")
-    try:
-        return JsonResponse(build(report, settings))
+        return JsonResponse(build(got[0], got[5]))
     except KeyError as exc:
         raise Http404(f"no column {exc} in this leaderboard") from None
 
