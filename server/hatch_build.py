@@ -2,7 +2,7 @@
 
 The platform is released with the library: its version is ``[project] version`` of the repository's
 pyproject.toml, and its dependencies are ``captioneval[metrics]`` at that version plus that file's
-``server`` extra (requirements.txt's runtime section), so neither is written twice.
+``server`` extra (locked, with the rest, in requirements/server.txt), so neither is written twice.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """docker-compose.yml cannot run here (no Docker engine): check its structure instead, and that the
 metric and statistics code imports without Django."""
 import os
+import re
 import subprocess
 import sys
 
@@ -29,7 +30,11 @@ def test_compose_file_has_the_five_services_wired_together():
     assert "runserver" not in web["command"]
     assert [port.rsplit(":", 2)[-2:] for port in web["ports"]] == [["8000", "8000"]]
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "default-jre-headless" in dockerfile and "requirements.txt" in dockerfile
+    assert "default-jre-headless" in dockerfile
+    # the image installs the server's lock (every version pinned), not the one with the test tools
+    installs = re.findall(r"pip install [^\n]*-r (\S+)", dockerfile)
+    assert installs == ["requirements/server.txt"] and "requirements/test.txt" not in dockerfile
+    assert "COPY requirements/server.txt" in dockerfile and (ROOT / installs[0]).is_file()
     assert "DJANGO_SETTINGS_MODULE=evalsite.production" in dockerfile and '"gunicorn", "evalsite.wsgi"' in dockerfile
     assert ".env" in (ROOT / ".dockerignore").read_text().split()  # secrets file never copied into the image
 
