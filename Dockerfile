@@ -4,8 +4,9 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends default-jre-headless \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
+# the server's lock only (every version pinned; no test tools); the checkout runs in place
+COPY requirements/server.txt requirements/server.txt
+RUN pip install --no-cache-dir -r requirements/server.txt
 COPY . .
 # Production settings by default: DJANGO_SECRET_KEY, DJANGO_ALLOWED_HOSTS and DATABASE_URL must be
 # given at run time (docker-compose.yml passes them from the environment); nothing secret is baked in.

@@ -2,7 +2,8 @@
 
 The field compares new metrics with learned ones (CLIP-S, RefCLIP-S, PAC-S, Polos, SPICE...) that
 this platform does not compute offline. Their published Kendall tau-b / tau-c values (x100) per
-benchmark are bundled in ``data/published_correlations/`` (a copy of
+benchmark are bundled in ``data/published_correlations/`` (in the ``captioneval-server`` wheel:
+``analysis/published_correlations/``, :data:`DATA_DIR`) (a copy of
 github.com/YuigaWada/CaptionEvalKit-for-VLMs ``benchmarks/expected/**`` at the commit named in its
 ``SOURCE.txt``; BSD-3-Clause-Clear, LICENSE kept). Each file ``expected/<metric>/<benchmark>.json``
 is ``{"source": str, "score_name": str, "correlations": {"kendall_tau_b"?: x100, "kendall_tau_c"?: x100}}``
@@ -31,7 +32,10 @@ from pathlib import Path
 
 from crowd.importers.judgments import PUBLISHED_AS, PUBLISHED_BY_KIND
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "published_correlations"
+#: the table: ``data/published_correlations`` of a source checkout, else the copy that the
+#: ``captioneval-server`` wheel packages beside this module (server/pyproject.toml)
+_CHECKOUT_TABLE = Path(__file__).resolve().parents[1] / "data" / "published_correlations"
+DATA_DIR = _CHECKOUT_TABLE if _CHECKOUT_TABLE.is_dir() else Path(__file__).resolve().parent / "published_correlations"
 NOTE = "published, not computed here"
 LICENCE = "BSD-3-Clause-Clear"
 STATISTICS = ("kendall_tau_b", "kendall_tau_c")

@@ -446,7 +446,7 @@ def prepare_study(args, fake) -> dict:
     from crowd import engine
     from crowd.models import Campaign, Dataset
     from crowd.prolific import study as studies
-    from crowd.prolific.client import ProlificAPI
+    from crowd.prolific_client import ProlificAPI
 
     name = f"burst-{int(time.time())}-{secrets.token_hex(2)}"
     n = args.participants + args.warmup_participants

@@ -24,7 +24,7 @@ from .diversity import DiversityResult, diversity
 from .errors import InputError, MetricError
 from .evaluate import COCO_METRICS, Evaluation, evaluate
 
-__version__ = "0.19.0"
+__version__ = "0.20.0"
 
 __all__ = [
     "COCO", "COCOEvalCap", "COCO_METRICS", "Correlation", "DiversityResult", "Evaluation", "InputError",

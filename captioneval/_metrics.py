@@ -1,8 +1,8 @@
 """Which metrics this installation can run: the platform's registry, or its light part.
 
 :func:`catalogue` is :mod:`captioneval.metrics.registry` (built-in metrics, registered ones, plugins)
-when it imports. The registry imports every built-in metric module, and VIFIDEL's needs gensim, POT
-and scikit-learn, which the base install of ``captioneval`` leaves out; without them the catalogue
+when it imports. The registry imports every built-in metric module, and VIFIDEL's needs gensim and POT
+(and the GloVe vectors' package), which the base install of ``captioneval`` leaves out; without them the catalogue
 imports the built-in metric modules one by one (the way :func:`captioneval.metrics.builtin.discover`
 does) and lists the modules it could not import, with the package they miss and the extra that
 installs it. The metric objects are the registry's own classes either way: nothing is reimplemented.

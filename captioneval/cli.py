@@ -1,11 +1,11 @@
-"""The ``captioneval`` command: ``evaluate``, ``diversity``, ``correlate`` and ``manage``.
+"""The ``captioneval`` command: ``evaluate``, ``diversity``, ``correlate``, ``serve`` and ``manage``.
 
 One module per subcommand in :mod:`captioneval.commands`, each with ``add_parser(subparsers)`` and
 ``run(args) -> exit code``. Errors in the input are one line on stderr, ``captioneval: error:
 FILE: problem``, with exit code 2 and no traceback (:class:`captioneval.errors.InputError`; a
 metric that cannot run is reported as ``--metric: reason``). Progress bars (tqdm) go to stderr;
 results to stdout or ``--out``. Nothing of Django, Celery or a database is imported, except by
-``manage``.
+``serve`` and ``manage`` (the platform: ``pip install captioneval-server``), inside their functions.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import os
 import sys
 
 from . import __version__
-from .commands import correlate, diversity, evaluate, manage
+from .commands import correlate, diversity, evaluate, manage, serve
 from .errors import InputError, MetricError, report
 
-COMMANDS = (evaluate, diversity, correlate, manage)
+COMMANDS = (evaluate, diversity, correlate, serve, manage)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ down, or left unfinished by a killed worker, complete without anyone re-running 
 """
 import logging
 import os
+import sys
 
 from celery import Celery, bootsteps
 
@@ -17,7 +18,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
 
 log = logging.getLogger("evalsite.celery")
 
+_path = list(sys.path)
 app = Celery("evalsite")
+# Celery's Django fix-up puts the current folder first on sys.path, for a project run from its own
+# folder. Elsewhere (the platform installed from the captioneval-server wheel, or a checkout's
+# manage.py run from another folder) that entry would let a metrics.py or crowd.py of the current
+# folder shadow the apps: it is kept only where the current folder holds evalsite/.
+if sys.path == [os.getcwd(), *_path] and \
+        os.path.realpath(os.getcwd()) != os.path.dirname(os.path.dirname(os.path.realpath(__file__))):
+    del sys.path[0]
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

@@ -49,7 +49,15 @@ environment:
     REST API dataset uploads larger than this many bytes (default 1 MiB) are imported by a
     background job (:mod:`api.imports`); seconds an ``Idempotency-Key`` is remembered (default 86400).
 ``EVALSITE_VAR_DIR``
-    where the SQLite file and other run-time state go (default ``var/`` in the project).
+    where the SQLite file and other run-time state go (uploaded pictures, ``collectstatic``'s folder).
+    Default: ``var/`` in a source checkout; the per-user data folder ``$XDG_DATA_HOME/captioneval``
+    (``~/.local/share/captioneval``) when the platform is installed from the ``captioneval-server``
+    wheel. ``captioneval serve --data-dir DIR`` sets it.
+
+Source checkout or installed distribution: templates come from ``templates/`` beside the ``evalsite``
+package in a checkout (a folder with ``manage.py``), and from ``evalsite/templates/`` inside the
+installed ``captioneval-server`` wheel (``server/pyproject.toml`` puts them there); the apps' static
+files and migrations are inside the apps in both.
 
 Production: ``DJANGO_SETTINGS_MODULE=evalsite.production`` (see that module).
 """
@@ -60,7 +68,10 @@ from pathlib import Path
 import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("EVALSITE_VAR_DIR", BASE_DIR / "var"))
+#: a source checkout (``manage.py`` beside ``evalsite/``), not the installed ``captioneval-server`` wheel
+CHECKOUT = (BASE_DIR / "manage.py").is_file()
+USER_DATA_DIR = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "captioneval"
+VAR_DIR = Path(os.environ.get("EVALSITE_VAR_DIR") or (BASE_DIR / "var" if CHECKOUT else USER_DATA_DIR))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-local-development-key")
@@ -103,7 +114,7 @@ ROOT_URLCONF = "evalsite.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [BASE_DIR / "templates" if CHECKOUT else Path(__file__).resolve().parent / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -2,6 +2,8 @@
 import io
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,23 @@ def copy_dir(tmp_path):
         shutil.copy(FLICKR8K / name, target / name)
         os.chmod(target / name, 0o644)
     return target
+
+
+def build_wheel(source: Path, folder: Path) -> Path:
+    """Build the wheel of the project in ``source`` into ``folder`` with ``pip wheel --no-deps`` (its
+    build backend fetched by pip's build isolation from the configured index or cache); its path."""
+    before = set(folder.glob("*.whl"))
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check",
+                           "-w", str(folder), str(source)], capture_output=True, text=True, timeout=900, cwd=folder)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = set(folder.glob("*.whl")) - before
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def captioneval_wheel(tmp_path_factory) -> Path:
+    """The ``captioneval`` wheel of the checkout (root pyproject.toml), built once per test session."""
+    return build_wheel(ROOT, tmp_path_factory.mktemp("wheels"))
 
 
 def run_command(*args, **kwargs) -> str:

@@ -355,7 +355,7 @@ def test_builtin_metrics_both_implementations_and_the_batch_cache():
 def _registry_in_fresh_interpreter(value):
     code = (
         "import json\n"
-        "from captioneval.kernels import registry, base\n"
+        "from captioneval.metrics import registry, base\n"
         "b = base.Batch(candidates=['a dog runs', 'a cat'], references=[['a dog running', 'dogs run'], ['the cat']])\n"
         "print(json.dumps({k: [registry.get_metric(k).version, registry.get_metric(k).score(b).values.tolist()]"
         " for k in ('bleu_4', 'rouge_l')}))\n"

@@ -1,6 +1,7 @@
 """docker-compose.yml cannot run here (no Docker engine): check its structure instead, and that the
 metric and statistics code imports without Django."""
 import os
+import re
 import subprocess
 import sys
 
@@ -29,7 +30,11 @@ def test_compose_file_has_the_five_services_wired_together():
     assert "runserver" not in web["command"]
     assert [port.rsplit(":", 2)[-2:] for port in web["ports"]] == [["8000", "8000"]]
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "default-jre-headless" in dockerfile and "requirements.txt" in dockerfile
+    assert "default-jre-headless" in dockerfile
+    # the image installs the server's lock (every version pinned), not the one with the test tools
+    installs = re.findall(r"pip install [^\n]*-r (\S+)", dockerfile)
+    assert installs == ["requirements/server.txt"] and "requirements/test.txt" not in dockerfile
+    assert "COPY requirements/server.txt" in dockerfile and (ROOT / installs[0]).is_file()
     assert "DJANGO_SETTINGS_MODULE=evalsite.production" in dockerfile and '"gunicorn", "evalsite.wsgi"' in dockerfile
     assert ".env" in (ROOT / ".dockerignore").read_text().split()  # secrets file never copied into the image
 
@@ -53,7 +58,9 @@ def test_compose_takes_every_secret_from_the_environment():
 def test_metric_and_statistics_code_runs_without_django():
     code = (
         "import sys\n"
-        "from captioneval.kernels import registry, cider, coco, tokenizer\n"
+        "from captioneval.metrics import registry\n"
+        "from captioneval.kernels import cider, coco\n"
+        "from captioneval.text import tokenizer\n"
         "from captioneval.stats import correlate\n"
         "import numpy as np\n"
         "s = cider.cider_d(['a dog runs', 'a cat'], [['a dog runs fast', 'dog running'], ['a cat sits']])\n"

@@ -365,14 +365,24 @@ def test_cli_errors_are_one_line(tmp_path, case, files, args, expected):
     assert not list(tmp_path.glob("**/*.tmp")) and not (tmp_path / "no").exists()
 
 
-def test_manage_outside_a_checkout_is_one_line(tmp_path):
+def test_manage_and_serve_without_the_platform_are_one_line(tmp_path):
     import os
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # the library alone on the path (no evalsite, no checkout above the current folder)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "captioneval").symlink_to(ROOT / "captioneval")
+    (tmp_path / "work").mkdir()
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "lib"))
     env.pop("CAPTIONEVAL_HOME", None)
-    proc = cli("manage", "check", cwd=tmp_path, env=env)
+    for args in (["manage", "check"], ["serve", "--port", "1"]):
+        proc = cli(*args, cwd=tmp_path / "work", env=env)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert proc.stderr.startswith(f"captioneval: error: {args[0]}: the platform is not installed: "
+                                      "pip install captioneval-server"), proc.stderr
+    # CAPTIONEVAL_HOME names a checkout, and is refused when it is not one
+    proc = cli("manage", "check", cwd=tmp_path / "work", env=dict(env, CAPTIONEVAL_HOME=str(tmp_path)))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
-    assert proc.stderr.startswith(f"captioneval: error: {tmp_path.resolve()}: not a captioneval source checkout")
+    assert proc.stderr.startswith(f"captioneval: error: CAPTIONEVAL_HOME={tmp_path}: not a captioneval source checkout")
     # from the checkout it is Django's manage.py (here: the help of one command, no database needed)
     proc = cli("manage", "help", "import_coco", cwd=ROOT)
     assert proc.returncode == 0 and "--annotations" in proc.stdout, proc.stderr

@@ -28,7 +28,7 @@ from crowd.models import (
     WorkerStatus,
 )
 from crowd.prolific import study as studies
-from crowd.prolific.client import ProlificAPI
+from crowd.prolific_client import ProlificAPI
 from crowd.prolific.sync import sync_study
 from tests.fake_prolific import fake_prolific  # noqa: F401
 from tests.fake_prolific.server import new_id, now_iso

@@ -13,7 +13,7 @@ from django.test import RequestFactory
 from crowd import engine, journey
 from crowd.models import Campaign, Dataset, ParticipantSession, ProlificCall, ProlificStudy, Worker
 from crowd.prolific import study as st
-from crowd.prolific.client import ProlificAPI, ProlificError, ProlificUnavailable
+from crowd.prolific_client import ProlificAPI, ProlificError, ProlificUnavailable
 from crowd.providers import ClaimRefused, get_provider
 from crowd.providers.prolific import worker_for
 from tests.fake_prolific import fake_prolific  # noqa: F401

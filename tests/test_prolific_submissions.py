@@ -13,7 +13,7 @@ from crowd import engine, journey
 from crowd.models import (Assignment, Campaign, Dataset, Item, ParticipantSession, ProlificBonus, ProlificCall,
                           ProlificEvent, ProlificStudy, ProlificSubmission)
 from crowd.prolific import bonuses, reconcile, review
-from crowd.prolific.client import ProlificAPI
+from crowd.prolific_client import ProlificAPI
 from crowd.prolific.sync import apply_submission, sync_study
 from crowd.prolific.webhooks import sign
 from crowd.providers.prolific import worker_for
@@ -427,7 +427,7 @@ def test_review_command_previews_unless_told_yes(fake_prolific, dataset, owner):
 
 # --- the fake server itself -------------------------------------------------------------------------
 def test_the_fake_refuses_what_prolific_refuses_and_pays_again_on_a_second_pay_call(fake_prolific, dataset, owner):
-    from crowd.prolific.client import ProlificError
+    from crowd.prolific_client import ProlificError
 
     study = make_study(fake_prolific, dataset, owner)
     s, sid = arrive(fake_prolific, study)

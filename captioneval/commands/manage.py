@@ -1,25 +1,29 @@
 """``captioneval manage ...``: Django's ``manage.py`` of the platform (``evalsite.settings``).
 
-The platform (the web pages, campaigns, Celery workers) runs from a source checkout: its settings
-read ``templates/``, ``data/`` and ``var/`` beside the ``evalsite`` package. This command finds the
-checkout (``$CAPTIONEVAL_HOME``, else the current folder or one of its parents holding
-``manage.py``, ``evalsite/settings.py`` and ``templates/``), puts it first on ``sys.path`` and runs
-Django's command line there, with the platform's packages installed (``pip install
-'captioneval[server]'``). Outside a checkout it says so in one line. This is the only subcommand that
-imports Django.
+The platform (the web pages, campaigns, Celery workers) runs either from a source checkout or from
+the installed ``captioneval-server`` distribution (``pip install captioneval-server``). A checkout is
+found first: ``$CAPTIONEVAL_HOME``, else the current folder or one of its parents holding
+``manage.py``, ``evalsite/settings.py`` and ``templates/``; it goes first on ``sys.path`` and keeps
+its ``var/`` folder. Without one, the installed platform runs, its SQLite file and run-time state in
+``$EVALSITE_VAR_DIR`` (default ``~/.local/share/captioneval``). With neither, or without Django, it
+says so in one line. Django is imported inside :func:`django_command` and :func:`database` only
+(``serve`` runs through them too), never when the module is imported.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
 from ..errors import report
 
+INSTALL = "pip install captioneval-server"
+
 
 def add_parser(sub) -> None:
     """Register the subcommand (its arguments are Django's: ``captioneval manage help``)."""
-    p = sub.add_parser("manage", help="the platform's Django commands (manage.py), from a source checkout",
+    p = sub.add_parser("manage", help="the platform's Django commands (manage.py)",
                        description=__doc__.split("\n\n")[1], add_help=False)
     p.add_argument("django_args", nargs="*", metavar="ARGS", help="a Django command and its arguments")
     p.set_defaults(run=lambda args: run_manage(args.django_args))
@@ -44,21 +48,31 @@ def find_checkout(start: Path | None = None) -> Path | None:
     return None
 
 
-def run_manage(argv: list[str]) -> int:
-    """Run Django's command line with ``argv`` in the checkout; return its exit code (2 with a
-    one-line error when there is no checkout or Django is not installed)."""
+def prepare_platform(command: str, data_dir: str | None = None) -> int | None:
+    """Make ``evalsite.settings`` importable for ``command`` (``"manage"``, ``"serve"``): the checkout
+    first on ``sys.path`` when there is one, else the installed ``captioneval-server``;
+    ``DJANGO_SETTINGS_MODULE`` defaulted and, with ``data_dir``, ``EVALSITE_VAR_DIR`` set to it.
+    Return None when the platform can run, else 2 after a one-line error (``$CAPTIONEVAL_HOME`` not a
+    checkout, no platform, no Django)."""
     root = find_checkout()
-    if root is None:
-        where = f"CAPTIONEVAL_HOME={os.environ['CAPTIONEVAL_HOME']}" if os.environ.get("CAPTIONEVAL_HOME") else \
-            f"{Path.cwd()}"
-        return report(f"{where}: not a captioneval source checkout (a folder with manage.py, evalsite/ and templates/); "
-                     "captioneval manage runs the platform from its checkout: cd into it or set CAPTIONEVAL_HOME")
-    try:
-        import django  # noqa: F401
-    except ImportError:
-        return report("manage: Django is not installed; the platform needs pip install 'captioneval[server]'")
-    sys.path.insert(0, str(root))
+    if root is None and os.environ.get("CAPTIONEVAL_HOME"):
+        return report(f"CAPTIONEVAL_HOME={os.environ['CAPTIONEVAL_HOME']}: not a captioneval source checkout (a folder "
+                      "with manage.py, evalsite/ and templates/); unset it to run the installed platform")
+    if root is None and importlib.util.find_spec("evalsite") is None:
+        return report(f"{command}: the platform is not installed: {INSTALL} (or run it from a source checkout)")
+    if importlib.util.find_spec("django") is None:
+        return report(f"{command}: Django is not installed; the platform needs {INSTALL}")
+    if root is not None:
+        sys.path.insert(0, str(root))
+    if data_dir is not None:
+        os.environ["EVALSITE_VAR_DIR"] = str(Path(data_dir).expanduser().resolve())
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+    return None
+
+
+def django_command(argv: list[str]) -> int:
+    """Run one Django command line ``argv`` (``["migrate", "--no-input"]``) on the prepared platform
+    (:func:`prepare_platform` first); return its exit code."""
     from django.core.management import execute_from_command_line
 
     try:
@@ -66,3 +80,19 @@ def run_manage(argv: list[str]) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0
+
+
+def database() -> str:
+    """The prepared platform's database as ``"ENGINE NAME"``, e.g. ``"sqlite3 /home/me/.local/share/
+    captioneval/captioneval.sqlite3"`` (loads the settings)."""
+    from django.conf import settings
+
+    default = settings.DATABASES["default"]
+    return f"{default['ENGINE'].rsplit('.', 1)[-1]} {default['NAME']}"
+
+
+def run_manage(argv: list[str]) -> int:
+    """Run Django's command line with ``argv`` on the platform; return its exit code (2 with a
+    one-line error when :func:`prepare_platform` finds no platform or no Django)."""
+    failed = prepare_platform("manage")
+    return failed if failed is not None else django_command(argv)

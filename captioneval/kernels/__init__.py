@@ -12,7 +12,9 @@ version, level, needs, signature), as aac-metrics keeps ``functional/`` apart fr
 * :mod:`~captioneval.kernels.diversity` -- Self-CIDEr, LSA, mBLEU and set-level measures.
 * :mod:`~captioneval.kernels.lexical` -- lexical diversity, LDR, the Lexical Gap.
 * :mod:`~captioneval.kernels.vifidel`, :mod:`~captioneval.kernels.embeddings` -- VIFIDEL (word
-  mover's distance) and the word vectors it reads; :mod:`~captioneval.kernels.atoms` -- visual atoms.
+  mover's distance) and the word vectors it reads; :mod:`~captioneval.kernels.atoms` -- visual atoms;
+  :mod:`~captioneval.kernels.stopwords` -- the English stop list of VIFIDEL and LSA (scikit-learn's,
+  shipped as a data file).
 
 Importing this package imports nothing of Django, Celery or the platform's apps.
 """

@@ -34,6 +34,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from captioneval.kernels.cider import DocumentFrequency, _Corpus, _check_order, cider_d
+from captioneval.kernels.stopwords import ENGLISH_STOP_WORDS
 
 __all__ = [
     "self_cider_kernel",
@@ -1031,12 +1032,6 @@ def word_frequency_curve(captions: Iterable[str], top: int | None = None) -> np.
 # ---------------------------------------------------------------------------------------------
 # latent semantics and MDS
 # ---------------------------------------------------------------------------------------------
-def _english_stop_words() -> frozenset:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
-
-
 def _fix_signs(vectors: np.ndarray) -> np.ndarray:
     """Flip each column so that its sum is >= 0 (ties: its largest-magnitude entry > 0)."""
     sums = vectors.sum(axis=0)
@@ -1062,7 +1057,8 @@ def latent_coordinates(
 
     * ``method="lsa"``: ``M = U S V^T`` with ``M[w, j]`` = count of word ``w`` in caption ``j``
       after removing stop words (the appendix removes NLTK's English stop words; that list needs a
-      corpus download, so the default here is scikit-learn's ``ENGLISH_STOP_WORDS``, 318 words;
+      corpus download, so the default here is scikit-learn's ``ENGLISH_STOP_WORDS``, 318 words, shipped
+      with captioneval (:mod:`captioneval.kernels.stopwords`);
       pass ``stop_words=nltk.corpus.stopwords.words("english")`` to follow the paper exactly, or
       ``()`` for none). Coordinates = the right singular vectors ``V[:, :k]``.
     * ``method="self_cider"``: ``K = V Lambda V^T`` (:func:`self_cider_kernel`, needs ``df``),
@@ -1106,7 +1102,7 @@ def latent_coordinates(
     if isinstance(stop_words, (str, bytes)):
         raise ValueError("stop_words must be an iterable of words, not a single string")
     if method == "lsa":
-        stops = _english_stop_words() if stop_words is None else frozenset(stop_words)
+        stops = ENGLISH_STOP_WORDS if stop_words is None else frozenset(stop_words)
         _, _, counts, _ = next(_count_blocks([caps], stop_words=stops))
         mat = counts[0].T  # (d, m) word-caption matrix
         _, s, vt = np.linalg.svd(mat, full_matrices=False)

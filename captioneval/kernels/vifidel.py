@@ -12,7 +12,8 @@ Definition (what is computed here)
 *Words* (as the reference code, which runs scikit-learn's ``CountVectorizer(stop_words='english')``):
 lower-case the text, take the tokens of two or more word characters (regular expression
 ``(?u)\\b\\w\\w+\\b``; one-letter tokens and punctuation disappear, ``dining-table`` gives ``dining`` and
-``table``), remove scikit-learn's ``ENGLISH_STOP_WORDS`` (318 words; note it contains ``fire``,
+``table``), remove scikit-learn's ``ENGLISH_STOP_WORDS`` (318 words, shipped as a data file with its
+BSD-3-Clause notice: :mod:`captioneval.kernels.stopwords`; note it contains ``fire``,
 ``top``, ``back``, ``front``, ``side``, ``full``...). **Words without a vector are dropped** (the
 reference code would stop with a ``KeyError``); their number is reported
 (``n_description_oov`` / ``n_object_oov``) and they are listed in ``oov_words``.
@@ -117,9 +118,9 @@ import numpy as np
 import ot
 from gensim.models import KeyedVectors
 from scipy.spatial.distance import cdist
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from captioneval.kernels.embeddings import describe_vectors, load_vectors
+from captioneval.kernels.stopwords import ENGLISH_STOP_WORDS
 
 __all__ = [
     "STOP_WORDS",
@@ -137,7 +138,8 @@ __all__ = [
 #: Implementation version; stored with runs together with the vectors' identity (:func:`metric_version`).
 VIFIDEL_VERSION = "1"
 
-#: scikit-learn's English stop list, as used by the reference code (318 words).
+#: scikit-learn's English stop list, as used by the reference code (318 words; shipped with captioneval
+#: in :mod:`captioneval.kernels.stopwords`, so scikit-learn is not needed).
 STOP_WORDS = ENGLISH_STOP_WORDS
 
 _TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn CountVectorizer's default token_pattern

@@ -1,5 +1,10 @@
 """Pure-Python PTB tokeniser: the same output as pycocoevalcap 1.2's Java ``PTBTokenizer`` path.
 
+Licence: this module follows the rules of Stanford CoreNLP 3.4.1's ``PTBLexer.flex`` one by one, so it
+carries CoreNLP's licence terms, the GNU General Public License (Stanford distributes CoreNLP under
+"the full GPL"), not the BSD-3-Clause licence of the rest of captioneval. Copyright of the rules:
+The Board of Trustees of The Leland Stanford Junior University. No CoreNLP code is copied here.
+
 :func:`tokenize` returns, for every caption, exactly what :func:`captioneval.text.tokenizer.ptb_tokenize_java`
 returns (Stanford CoreNLP 3.4.1 ``edu.stanford.nlp.process.PTBTokenizer -preserveLines -lowerCase``
 on the captions written one per line, then pycocoevalcap's ``PUNCTUATIONS`` tokens removed), without

@@ -166,7 +166,7 @@ def pay(bonus: ProlificBonus, api, *, user: str = "") -> ProlificBonus:
     ``paid``). Raises BonusError: not created on Prolific, Prolific's state unknown, or the pay
     call got no answer (state left ``paying``: the next attempt reads Prolific's state first);
     a pay call Prolific refuses (4xx) sets ``failed`` and raises."""
-    from .client import ProlificError, ProlificUnavailable
+    from crowd.prolific_client import ProlificError, ProlificUnavailable
 
     if getattr(api, "dry_run", False):
         raise BonusError("a dry run cannot pay; nothing was sent")

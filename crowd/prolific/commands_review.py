@@ -23,7 +23,7 @@ from django.core.management.base import CommandError
 from crowd.models import Campaign, ProlificBonus, ProlificEvent, ProlificStudy
 
 from . import bonuses, reconcile, review
-from .client import ProlificAPI, ProlificError
+from crowd.prolific_client import ProlificAPI, ProlificError
 from .sync import SyncError, sync_study
 from .webhooks import EVENT_TYPES
 

@@ -23,7 +23,7 @@ from django.core.management.base import CommandError
 from crowd.models import Campaign, ProlificStudy
 
 from . import study as st
-from .client import ProlificAPI, ProlificError
+from crowd.prolific_client import ProlificAPI, ProlificError
 
 ERRORS = (st.StudyError, ProlificError, ValueError)
 

@@ -30,7 +30,7 @@ def reconcile(study: ProlificStudy, api, *, check_bonuses: bool = True) -> dict:
     does), compare with our sessions and the bonus ledger. Returns {"listed": n, "errors": [...],
     <check>: [[...], ...] for each of :data:`CHECKS`, "ok": bool}. Raises the client's
     ProlificError if the list cannot be read."""
-    from .client import ProlificError
+    from crowd.prolific_client import ProlificError
 
     report = {"listed": 0, "errors": [], **{c: [] for c in CHECKS}}
     listed = set()

@@ -217,7 +217,7 @@ def bulk_review(study: ProlificStudy, api, verdicts: list[Verdict], *, user: str
     """Carry out ``verdicts``: approvals in bulk-approve calls, rejections one by one (each with its
     category and message). Returns {"approved": [ids], "rejected": [ids], "skipped": [[id, why]],
     "failed": [[id, why]]}; a refused rejection does not stop the others."""
-    from .client import ProlificError
+    from crowd.prolific_client import ProlificError
 
     approve_ids = [v.submission.submission_id for v in verdicts if v.action == APPROVE]
     result = bulk_approve(study, api, approve_ids, user=user) if approve_ids else {"approved": [], "skipped": []}

@@ -29,7 +29,7 @@ from django.utils import timezone
 from crowd import engine, images, journey
 from crowd.models import Campaign, ProlificStudy, ParticipantSession as PS
 
-from .client import ProlificAPI
+from crowd.prolific_client import ProlificAPI
 
 COMPLETED_TYPE, ATTENTION_TYPE, CONSENT_TYPE, SCREEN_TYPE = ("COMPLETED", "FAILED_ATTENTION_CHECK", "NO_CONSENT",
                                                              "FIXED_SCREENOUT")

@@ -177,7 +177,7 @@ def sync_all() -> dict:
     """Sync every published Prolific study of a Prolific campaign (the periodic task
     ``crowd.sync_prolific``). Returns {campaign name: summary line or "failed: ..."}; one study's
     failure (no token, Prolific unreachable) does not stop the others."""
-    from .client import ProlificAPI, ProlificError
+    from crowd.prolific_client import ProlificAPI, ProlificError
 
     out = {}
     studies = (ProlificStudy.objects.exclude(study_id="").exclude(status__in=["", "UNPUBLISHED"])

@@ -112,7 +112,7 @@ def handle(headers, body: bytes, *, api=None, now: float | None = None) -> str:
     processed: nothing done) or ``"ignored"`` (a resource that is not ours). Raises
     :class:`WebhookRefused` (the view answers its ``status``); if Prolific cannot be reached the
     event stays unprocessed (503) and a redelivery processes it."""
-    from .client import ProlificAPI, ProlificError, ProlificUnavailable
+    from crowd.prolific_client import ProlificAPI, ProlificError, ProlificUnavailable
 
     ts = verify(headers, body, now=now)
     payload = parse(body)

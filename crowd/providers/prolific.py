@@ -17,7 +17,7 @@ from urllib.parse import quote
 from django.conf import settings
 
 from crowd.models import Campaign, ParticipantSession, ProlificStudy, Worker
-from crowd.prolific.client import ProlificAPI, ProlificError, ProlificUnavailable
+from crowd.prolific_client import ProlificAPI, ProlificError, ProlificUnavailable
 
 from .base import Claim, ClaimRefused, Provider
 

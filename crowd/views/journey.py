@@ -199,7 +199,7 @@ def prolific_start(request, name):
                       message="This page needs the PROLIFIC_PID, STUDY_ID and SESSION_ID that Prolific adds to the "
                               "study link.",
                       hint="Please open the study from your Prolific dashboard.")
-    from crowd.prolific.client import ProlificUnavailable
+    from crowd.prolific_client import ProlificUnavailable
 
     try:
         known = provider.confirm_session(campaign, claim)

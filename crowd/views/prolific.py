@@ -34,7 +34,7 @@ from crowd import engine, journey
 from crowd.models import Campaign, ProlificBonus, ProlificEvent, ProlificStudy
 from crowd.prolific import bonuses, reconcile, review, webhooks
 from crowd.prolific import study as st
-from crowd.prolific.client import ProlificAPI, ProlificError
+from crowd.prolific_client import ProlificAPI, ProlificError
 from crowd.prolific.sync import SyncError, sync_study
 
 from .owner import owned_campaign
