@@ -62,15 +62,11 @@ def test_metric_job_through_a_real_worker(worker, worker_env):
         assert run.status == MetricRun.DONE
         assert MetricScore.objects.filter(run=run).count() == run.total == 5664
 
-    # Stored CIDEr-D equals pycocoevalcap's Cider on the same tokenised captions.
-    from pycocoevalcap.cider.cider import Cider
+    # Stored CIDEr-D equals pycocoevalcap's Cider on the same tokenised captions (tests.references computes
+    # pycocoevalcap's scores of the 5,664 tokenised pairs once per session).
+    from tests import references
 
-    from tests.flickr8k_data import load_flickr8k_expert_tokenized
-
-    pairs = load_flickr8k_expert_tokenized()
-    _, expected = Cider().compute_score(
-        {i: list(p.references) for i, p in enumerate(pairs)}, {i: [p.candidate] for i, p in enumerate(pairs)}
-    )
+    exp_cands, exp_refs = references.expert_inputs()
     stored = {
         (image, key): value
         for image, key, value in MetricScore.objects.filter(run=runs["cider_d"]).values_list(
@@ -82,16 +78,14 @@ def test_metric_job_through_a_real_worker(worker, worker_env):
         for line in (FLICKR8K / "ExpertAnnotations.txt").read_text().splitlines()
         if not line.split("\t")[1].startswith(line.split("\t")[0] + "#")
     ]
-    assert len(pair_ids) == len(pairs)
+    assert len(pair_ids) == len(exp_cands)
     got = np.array([stored[ids] for ids in pair_ids])
-    np.testing.assert_allclose(got, np.asarray(expected), atol=1e-6)
+    np.testing.assert_allclose(got, references.cider_d(exp_cands, exp_refs)[1], atol=1e-6)
 
     # Every stored score of the seven metrics equals pycocoevalcap's own classes (Bleu(4), Rouge(), Meteor(),
-    # Cider(), not our wrappers) called once on the whole dataset with the tokenised captions the pipeline scored.
-    from pycocoevalcap.bleu.bleu import Bleu
-    from pycocoevalcap.meteor.meteor import Meteor
-    from pycocoevalcap.rouge.rouge import Rouge
-
+    # Cider(), not our wrappers) called once on the whole dataset with the tokenised captions the pipeline
+    # scored: first, those are pair by pair the tokens of pycocoevalcap's Java PTB tokeniser that
+    # tests.references scored.
     from crowd.models import Caption
     from metrics.models import CaptionTokens
     from metrics.pipeline import TOKENIZER
@@ -101,23 +95,18 @@ def test_metric_job_through_a_real_worker(worker, worker_env):
     refs = {}
     for cid, image in dataset.references().order_by("image_id", "key").values_list("id", "image_id"):
         refs.setdefault(image, []).append(tokens[cid])
-    cands = list(dataset.candidates().order_by("id").values_list("id", "image_id"))
-    assert len(cands) == 5664 and len(tokens) == Caption.objects.filter(image__dataset=dataset).count()
-    gts = {cid: refs[image] for cid, image in cands}
-    res = {cid: [tokens[cid]] for cid, _ in cands}
-    _, bleu = Bleu(4).compute_score(gts, res)
-    meteor_scorer = Meteor()
-    try:
-        _, meteor = meteor_scorer.compute_score(gts, res)
-    finally:
-        with meteor_scorer.lock:
-            meteor_scorer.meteor_p.kill()
-            meteor_scorer.meteor_p.wait()
+    by_pair = {(image_key, key): (cid, image)
+               for cid, image, image_key, key in dataset.candidates().values_list("id", "image_id", "image__key", "key")}
+    cands = [by_pair[ids] for ids in pair_ids]  # (caption id, image id) in the loader's order
+    assert len(cands) == len(by_pair) == 5664 and len(tokens) == Caption.objects.filter(image__dataset=dataset).count()
+    assert [tokens[cid] for cid, _ in cands] == exp_cands
+    assert [refs[image] for _, image in cands] == exp_refs
+    _, bleu = references.bleu(exp_cands, exp_refs)
     reference = {
         **{f"bleu_{n}": (bleu[n - 1], 1e-12) for n in range(1, 5)},
-        "rouge_l": (Rouge().compute_score(gts, res)[1], 1e-12),
-        "meteor": (meteor, 1e-12),
-        "cider_d": (Cider().compute_score(gts, res)[1], 1e-9),
+        "rouge_l": (references.rouge_l(exp_cands, exp_refs), 1e-12),
+        "meteor": (references.meteor(exp_cands, exp_refs)[1], 1e-12),
+        "cider_d": (references.cider_d(exp_cands, exp_refs)[1], 1e-9),
     }
     assert set(reference) == set(runs)
     for metric, (values, tolerance) in reference.items():

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from captioneval.kernels.cider import DocumentFrequency, cider_d
+from tests import references
 from tests.flickr8k_data import N_EXPERT_PAIRS, load_flickr8k_expert_tokenized
 
 
@@ -26,15 +27,9 @@ def _expert_inputs():
     return [p.candidate for p in pairs], [list(p.references) for p in pairs]
 
 
-@functools.lru_cache(maxsize=None)
 def _pycoco_scores() -> np.ndarray:
-    from pycocoevalcap.cider.cider import Cider
-
-    cands, refs = _expert_inputs()
-    gts = {i: refs[i] for i in range(len(cands))}
-    res = {i: [cands[i]] for i in range(len(cands))}
-    _, scores = Cider().compute_score(gts, res)
-    return np.asarray(scores, dtype=np.float64)
+    """pycocoevalcap's Cider on all Flickr8k-Expert pairs (computed once per session: tests.references)."""
+    return references.cider_d(*_expert_inputs())[1]
 
 
 def test_expert_pairs_protocol():

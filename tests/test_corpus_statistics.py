@@ -8,8 +8,6 @@ Flickr8k-Expert (data/flickr8k, 5,664 judged candidates pooled). Plain pytest, n
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from captioneval.kernels.corpus import (
     BLEU_COLUMNS, CORPUS_STATISTICS, METEOR_COLUMNS, BleuCorpus, CiderDCorpus, CorpusStatistic, MeteorCorpus,
     bleu_statistics, corpus_description, corpus_statistic,
 )
-from tests.flickr8k_data import load_flickr8k_expert_tokenized
+from tests import references as pycoco
 
 THUMB = Path(__file__).resolve().parent.parent / "data" / "thumb"
 
@@ -63,18 +61,8 @@ def _system_inputs(thumb, system, images=None):
 
 
 def _pycoco(scorer, candidates, references):
-    gts = {i: list(refs) for i, refs in enumerate(references)}
-    res = {i: [c] for i, c in enumerate(candidates)}
-    with contextlib.redirect_stdout(io.StringIO()):
-        if scorer == "bleu":
-            from pycocoevalcap.bleu.bleu import Bleu
-
-            score, per_caption = Bleu(4).compute_score(gts, res, verbose=0)
-        else:
-            from pycocoevalcap.cider.cider import Cider
-
-            score, per_caption = Cider().compute_score(gts, res)
-    return np.asarray(score, dtype=np.float64), np.asarray(per_caption, dtype=np.float64)
+    """pycocoevalcap's (corpus, per-caption) BLEU-1..4 (``scorer="bleu"``) or CIDEr-D (tests.references)."""
+    return (pycoco.bleu if scorer == "bleu" else pycoco.cider_d)(candidates, references)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -190,16 +178,6 @@ def test_thumb_corpus_rouge_l_is_the_mean_of_per_caption_scores(thumb):
 # ------------------------------------------------------------------------------------------------
 # METEOR 1.5: the jar's corpus score (opt-in statistic) vs the leaderboard's default mean
 # ------------------------------------------------------------------------------------------------
-def _jar_meteor(candidates, references):
-    """pycocoevalcap's Meteor.compute_score (corpus score, per-caption scores) on one JVM."""
-    from captioneval.kernels.coco import _meteor_scorer
-
-    gts = {i: list(refs) for i, refs in enumerate(references)}
-    res = {i: [c] for i, c in enumerate(candidates)}
-    score, per_caption = _meteor_scorer().compute_score(gts, res)
-    return float(score), np.asarray(per_caption, dtype=np.float64)
-
-
 @pytest.mark.slow
 def test_thumb_corpus_meteor_equals_pycocoevalcap_and_differs_from_the_mean(thumb):
     assert corpus_statistic("meteor") is None  # the leaderboard's default: mean of stored scores
@@ -208,7 +186,7 @@ def test_thumb_corpus_meteor_equals_pycocoevalcap_and_differs_from_the_mean(thum
     means, corpus = {}, {}
     for system in sorted(thumb["systems"]):
         cands, refs = _system_inputs(thumb, system)
-        theirs, theirs_per_caption = _jar_meteor(cands, refs)
+        theirs, theirs_per_caption = pycoco.meteor(cands, refs)
         stats = stat.statistics(cands, refs)
         assert stats.shape == (500, len(METEOR_COLUMNS)) == (500, 23)
         np.testing.assert_allclose(stat.score(stats), theirs_per_caption, rtol=0, atol=1e-12)
@@ -228,7 +206,7 @@ def test_meteor_aggregate_skips_the_chunks_of_perfect_matches():
     stat = corpus_statistic("meteor", jvm=True)
     stats = stat.statistics(cands, refs)
     assert stats[0, METEOR_COLUMNS.index("chunks")] == 0 and stats[1, METEOR_COLUMNS.index("chunks")] > 0
-    theirs, theirs_per_caption = _jar_meteor(cands, refs)
+    theirs, theirs_per_caption = pycoco.meteor(cands, refs)
     np.testing.assert_allclose(stat.score(stats), theirs_per_caption, rtol=0, atol=1e-12)
     assert abs(float(stat.score(stats.sum(axis=0))) - theirs) <= 1e-12
     assert theirs_per_caption[0] > 0.99
@@ -239,13 +217,12 @@ def test_meteor_aggregate_skips_the_chunks_of_perfect_matches():
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_flickr8k_expert_pooled_equals_pycocoevalcap():
-    pairs = load_flickr8k_expert_tokenized()
-    cands, refs = [p.candidate for p in pairs], [list(p.references) for p in pairs]
-    theirs_bleu, _ = _pycoco("bleu", cands, refs)
+    cands, refs = pycoco.expert_inputs()  # pycocoevalcap's scores of them: once per session
+    theirs_bleu, _ = pycoco.bleu(cands, refs)
     sums = bleu_statistics(cands, refs).sum(axis=0)
     ours_bleu = [CORPUS_STATISTICS[f"bleu_{n}"].score(sums) for n in range(1, 5)]
     np.testing.assert_allclose(ours_bleu, theirs_bleu, rtol=0, atol=1e-12)
-    theirs_cider, _ = _pycoco("cider", cands, refs)
+    theirs_cider, _ = pycoco.cider_d(cands, refs)
     assert abs(CORPUS_STATISTICS["cider_d"].corpus_score(cands, refs) - float(theirs_cider)) <= 1e-6
 
 

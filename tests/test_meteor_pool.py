@@ -24,8 +24,9 @@ from captioneval.kernels import coco, meteor
 from captioneval.metrics import registry
 from captioneval.text.tokenizer import JavaMissingError
 
+from . import references as pycoco
 from .conftest import ROOT, run_command
-from .flickr8k_data import N_EXPERT_PAIRS, load_flickr8k_expert_tokenized
+from .flickr8k_data import N_EXPERT_PAIRS
 from .test_user_metrics import csrf_client, page_token
 
 JAVA_HINT = "apt-get install default-jre-headless"
@@ -50,12 +51,11 @@ AWKWARD = [
 
 @pytest.fixture(scope="module")
 def expert():
-    """(candidates, references, pycocoevalcap's scores) of the 5,664 tokenised Flickr8k-Expert pairs."""
-    pairs = load_flickr8k_expert_tokenized()
-    assert len(pairs) == N_EXPERT_PAIRS
-    candidates = [p.candidate for p in pairs]
-    references = [list(p.references) for p in pairs]
-    return candidates, references, coco.meteor(candidates, references)
+    """(candidates, references, pycocoevalcap's scores) of the 5,664 tokenised Flickr8k-Expert pairs
+    (pycocoevalcap's Meteor on them is computed once per session: tests.references)."""
+    candidates, references = pycoco.expert_inputs()
+    assert len(candidates) == N_EXPERT_PAIRS
+    return candidates, references, pycoco.meteor(candidates, references)[1]
 
 
 @pytest.fixture(scope="module")
