@@ -2,6 +2,7 @@
 as a user would, reproduces the published Flickr8k-Expert correlations."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -19,13 +20,34 @@ def manage(*args, env):
     )
 
 
-def test_flickr8k_expert_on_embedded_sqlite(tmp_path):
+def sqlite_env(var) -> dict:
+    """This process's environment without a database or broker URL: the embedded SQLite file in ``var``."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env["EVALSITE_VAR_DIR"] = str(tmp_path / "var")
+    env["EVALSITE_VAR_DIR"] = str(var)
+    return env
+
+
+@pytest.fixture(scope="module")
+def imported_var(tmp_path_factory):
+    """A var folder whose embedded SQLite database was migrated and given Flickr8k-Expert through the CLI,
+    once for the module (each test works on its own copy: ``env``)."""
+    var = tmp_path_factory.mktemp("sqlite-imported") / "var"
+    env = sqlite_env(var)
     assert manage("migrate", "-v", "0", env=env).returncode == 0
     imported = manage("import_dataset", "flickr8k-expert", str(FLICKR8K), "--name", "flickr8k-expert", env=env)
     assert imported.returncode == 0, imported.stderr
-    assert (tmp_path / "var" / "captioneval.sqlite3").exists()
+    assert (var / "captioneval.sqlite3").exists()
+    return var
+
+
+@pytest.fixture
+def env(imported_var, tmp_path):
+    """The environment of a test's own copy of the imported SQLite database."""
+    shutil.copytree(imported_var, tmp_path / "var")
+    return sqlite_env(tmp_path / "var")
+
+
+def test_flickr8k_expert_on_embedded_sqlite(env):
     computed = manage("compute_metrics", "--dataset", "flickr8k-expert", "--wait", env=env)
     assert computed.returncode == 0, computed.stderr
     assert "100%" in computed.stderr  # the progress bar reached the end
@@ -44,15 +66,10 @@ def test_flickr8k_expert_on_embedded_sqlite(tmp_path):
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "unknown metric 'cider'" in bad.stderr
 
 
-def test_set_level_run_with_undefined_sets_completes_on_sqlite(tmp_path):
+def test_set_level_run_with_undefined_sets_completes_on_sqlite(env):
     """SQLite cannot store NaN (it becomes NULL): a set of one caption, whose LSA diversity is
     undefined, used to be dropped silently by INSERT OR IGNORE and the run never finished. Every set
     must be stored, the undefined ones read back as NaN."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env["EVALSITE_VAR_DIR"] = str(tmp_path / "var")
-    assert manage("migrate", "-v", "0", env=env).returncode == 0
-    imported = manage("import_dataset", "flickr8k-expert", str(FLICKR8K), "--name", "flickr8k-expert", env=env)
-    assert imported.returncode == 0, imported.stderr
     computed = manage("compute_metrics", "--dataset", "flickr8k-expert", "--metric", "lsa", "--wait", env=env)
     assert computed.returncode == 0, computed.stderr
     probe = (
