@@ -1,7 +1,6 @@
 """The quick start: the embedded SQLite default and in-process tasks, driven through the CLI exactly
 as a user would, reproduces the published Flickr8k-Expert correlations."""
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import pytest
 
 from .conftest import FLICKR8K, ROOT
 from .published import check_published
+from .sqlite_var import migrated_var, sqlite_env
 
 pytestmark = pytest.mark.slow
 
@@ -20,20 +20,12 @@ def manage(*args, env):
     )
 
 
-def sqlite_env(var) -> dict:
-    """This process's environment without a database or broker URL: the embedded SQLite file in ``var``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env["EVALSITE_VAR_DIR"] = str(var)
-    return env
-
-
 @pytest.fixture(scope="module")
 def imported_var(tmp_path_factory):
-    """A var folder whose embedded SQLite database was migrated and given Flickr8k-Expert through the CLI,
-    once for the module (each test works on its own copy: ``env``)."""
-    var = tmp_path_factory.mktemp("sqlite-imported") / "var"
+    """A var folder whose embedded SQLite database (migrated once per session: tests.sqlite_var) was given
+    Flickr8k-Expert through the CLI, once for the module (each test works on its own copy: ``env``)."""
+    var = migrated_var(tmp_path_factory.mktemp("sqlite-imported") / "var")
     env = sqlite_env(var)
-    assert manage("migrate", "-v", "0", env=env).returncode == 0
     imported = manage("import_dataset", "flickr8k-expert", str(FLICKR8K), "--name", "flickr8k-expert", env=env)
     assert imported.returncode == 0, imported.stderr
     assert (var / "captioneval.sqlite3").exists()

@@ -23,6 +23,7 @@ from captioneval.metrics import registry
 from captioneval.kernels.cider import DocumentFrequency, cider_d
 
 from .conftest import ROOT, run_command, write_subset
+from .sqlite_var import migrated_var, sqlite_env
 from .test_pipeline import independent_inputs, stored
 
 pytestmark = pytest.mark.django_db
@@ -303,8 +304,7 @@ print(json.dumps({"vendor": __import__("django.db").db.connection.vendor, "first
 def test_sqlite_fallback_stores_counts_and_keeps_nan(tmp_path):
     """The quick start's SQLite database: the ORM's bulk_create with conflicts ignored, the rows
     inserted counted by total_changes(), the counter exact after every chunk delivered twice."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
-    env["EVALSITE_VAR_DIR"] = str(tmp_path / "var")
+    env = sqlite_env(migrated_var(tmp_path / "var"))  # migrated once per session (tests.sqlite_var)
     data = write_subset(tmp_path / "subset", 40)
 
     def manage(*args):
@@ -313,7 +313,6 @@ def test_sqlite_fallback_stores_counts_and_keeps_nan(tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
         return result.stdout
 
-    manage("migrate", "-v", "0")
     manage("import_dataset", "flickr8k-expert", str(data), "--name", "sub")
     out = json.loads(manage("shell", "-c", PROBE).strip().splitlines()[-1])
     assert out["vendor"] == "sqlite"

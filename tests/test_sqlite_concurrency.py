@@ -20,6 +20,7 @@ import pytest
 from django.urls import NoReverseMatch, reverse
 
 from .conftest import ROOT, write_subset
+from .sqlite_var import migrated_var
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +47,7 @@ def urls(name: str) -> list[str]:
 
 def test_parallel_requests_during_writes_never_answer_database_is_locked(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(EVALSITE_VAR_DIR=str(tmp_path / "var"), DJANGO_DEBUG="0", METRICS_CHUNK_SIZE="20")
-    manage("migrate", "-v", "0", env=env)
+    env.update(EVALSITE_VAR_DIR=str(migrated_var(tmp_path / "var")), DJANGO_DEBUG="0", METRICS_CHUNK_SIZE="20")
     subset = write_subset(tmp_path / "flickr8k-subset", 40)
     manage("import_dataset", "flickr8k-expert", str(subset), "--name", "sub", env=env)
     manage("compute_metrics", "--dataset", "sub", "--metric", "bleu_4", env=env)
