@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from selenium import webdriver
+
+from .browser import Chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 FLICKR8K = ROOT / "data" / "flickr8k"
@@ -66,23 +67,19 @@ def run_command(*args, **kwargs) -> str:
     return out.getvalue()
 
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory):
+    """The session's headless Chromium (tests/browser.py), started when a test first needs it."""
+    session = Chromium(tmp_path_factory.mktemp("chromium"))
+    yield session
+    session.quit()
 
 
 @pytest.fixture
-def browser(tmp_path):
-    """Headless Chromium (Debian's chromium + chromedriver) driven by Selenium."""
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.fail("chromium and chromedriver are required (./run test installs Debian's chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", f"--user-data-dir={tmp_path / 'chrome-profile'}", "--window-size=1400,2200"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
-    yield driver
-    driver.quit()
+def browser(chromium):
+    """Headless Chromium (Debian's chromium + chromedriver) driven by Selenium: the session's one,
+    made new for this test (one blank tab, no cookies or storage, default window size)."""
+    yield from chromium.lend()
 
 
 def stale(element):
