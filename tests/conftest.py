@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from . import flush
 from .browser import Chromium
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,6 +15,10 @@ FLICKR8K = ROOT / "data" / "flickr8k"
 # Tests with a real Celery worker check metric runs, not the reports queued after them (their own
 # test switches it on: test_cached_reports.py); inherited by the worker and server subprocesses.
 os.environ.setdefault("REPORTS_AFTER_METRIC_RUNS", "0")
+# Where the environment sets PYTHONDONTWRITEBYTECODE, every Python subprocess of the tests (manage.py,
+# runserver, the Celery worker, the library's command) would compile the project's modules again
+# (about 0.4 s of CPU each): they may write __pycache__ (git ignores it).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def write_subset(directory: Path, n_images: int) -> Path:
@@ -65,6 +70,13 @@ def run_command(*args, **kwargs) -> str:
     out = io.StringIO()
     call_command(*args, stdout=out, stderr=io.StringIO(), **kwargs)
     return out.getvalue()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_flush():
+    """Transactional tests end by emptying only the tables they filled (tests/flush.py)."""
+    with flush.installed():
+        yield
 
 
 @pytest.fixture(scope="session")
