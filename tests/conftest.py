@@ -8,13 +8,19 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from selenium import webdriver
+
+from . import flush
+from .browser import Chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 FLICKR8K = ROOT / "data" / "flickr8k"
 # Tests with a real Celery worker check metric runs, not the reports queued after them (their own
 # test switches it on: test_cached_reports.py); inherited by the worker and server subprocesses.
 os.environ.setdefault("REPORTS_AFTER_METRIC_RUNS", "0")
+# Where the environment sets PYTHONDONTWRITEBYTECODE, every Python subprocess of the tests (manage.py,
+# runserver, the Celery worker, the library's command) would compile the project's modules again
+# (about 0.4 s of CPU each): they may write __pycache__ (git ignores it).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def write_subset(directory: Path, n_images: int) -> Path:
@@ -85,23 +91,26 @@ def run_command(*args, **kwargs) -> str:
     return out.getvalue()
 
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+@pytest.fixture(scope="session", autouse=True)
+def _quick_flush():
+    """Transactional tests end by emptying only the tables they filled (tests/flush.py)."""
+    with flush.installed():
+        yield
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory):
+    """The session's headless Chromium (tests/browser.py), started when a test first needs it."""
+    session = Chromium(tmp_path_factory.mktemp("chromium"))
+    yield session
+    session.quit()
 
 
 @pytest.fixture
-def browser(tmp_path):
-    """Headless Chromium (Debian's chromium + chromedriver) driven by Selenium."""
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.fail("chromium and chromedriver are required (./run test installs Debian's chromium chromium-driver)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", f"--user-data-dir={tmp_path / 'chrome-profile'}", "--window-size=1400,2200"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
-    yield driver
-    driver.quit()
+def browser(chromium):
+    """Headless Chromium (Debian's chromium + chromedriver) driven by Selenium: the session's one,
+    made new for this test (one blank tab, no cookies or storage, default window size)."""
+    yield from chromium.lend()
 
 
 def stale(element):

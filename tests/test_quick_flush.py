@@ -1,0 +1,67 @@
+"""After a transactional test the database is left exactly as Django's flush leaves it, though only
+the tables holding rows are emptied (tests/flush.py); where that cannot be told, Django's flush runs."""
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.contrib.contenttypes.models import ContentType
+from django.core.management import call_command
+from django.db import connection
+
+from crowd import engine
+from crowd.models import Dataset
+
+from . import flush
+from .conftest import run_command
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def everything():
+    """Every row of every project table, as text, by table."""
+    qn = connection.ops.quote_name
+    rows = {}
+    with connection.cursor() as cursor:
+        for name in sorted(connection.introspection.django_table_names(only_existing=True, include_views=False)):
+            cursor.execute(f"SELECT t::text FROM {qn(name)} t ORDER BY 1")
+            rows[name] = [r[0] for r in cursor.fetchall()]
+    return rows
+
+
+def fill(subset_dir):
+    """Rows in many tables, joined by foreign keys: a dataset, a campaign with its items, users."""
+    owner = User.objects.create_user("owner", password="pw")
+    run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
+    campaign = engine.create_campaign(Dataset.objects.get(name="sub"), "rating", name="c", owners=[owner],
+                                      options={"images": 2}, gold_every=0)
+    engine.invite_workers(2, campaign=campaign)
+
+
+def test_quick_flush_leaves_what_djangos_flush_leaves(subset_dir, monkeypatch):
+    fill(subset_dir)
+    call_command("flush", verbosity=0, interactive=False)  # Django's: TRUNCATE everything, post_migrate
+    after_django = everything()
+    assert after_django["django_content_type"] and after_django["auth_permission"]
+    assert not after_django["crowd_dataset"] and not after_django["auth_user"]
+    flush._made_by_post_migrate[connection.alias] = flush.kept_digest(connection)
+
+    fill(subset_dir)
+    filled = flush.filled_tables(connection)
+    assert {"crowd_dataset", "crowd_campaign", "auth_user", "django_content_type"} <= set(filled)
+    assert not any(filled.values())  # nothing over BIG rows: DELETE everywhere
+    assert flush.empty_filled_tables(connection.alias)
+    assert everything() == after_django
+
+    fill(subset_dir)  # the same with TRUNCATE ... CASCADE for the "big" tables
+    monkeypatch.setattr(flush, "BIG", 3)
+    assert any(flush.filled_tables(connection).values())
+    assert flush.empty_filled_tables(connection.alias)
+    assert everything() == after_django
+
+
+def test_changed_permissions_or_content_types_leave_it_to_djangos_flush(subset_dir):
+    call_command("flush", verbosity=0, interactive=False)
+    flush._made_by_post_migrate[connection.alias] = flush.kept_digest(connection)
+    fill(subset_dir)
+    Permission.objects.create(codename="extra", name="Extra", content_type=ContentType.objects.get_for_model(User))
+    before = everything()
+    assert not flush.empty_filled_tables(connection.alias)
+    assert everything() == before  # nothing emptied: the test's teardown runs Django's flush
