@@ -1,9 +1,11 @@
 """Pure-Python PTB tokeniser: the same output as pycocoevalcap 1.2's Java ``PTBTokenizer`` path.
 
 Licence: this module follows the rules of Stanford CoreNLP 3.4.1's ``PTBLexer.flex`` one by one, so it
-carries CoreNLP's licence terms, the GNU General Public License (Stanford distributes CoreNLP under
-"the full GPL"), not the BSD-3-Clause licence of the rest of captioneval. Copyright of the rules:
-The Board of Trustees of The Leland Stanford Junior University. No CoreNLP code is copied here.
+carries CoreNLP's licence terms, the GNU General Public License version 2 or (at your option) any
+later version (SPDX GPL-2.0-or-later; Stanford distributed the 3.4.x releases under "the full GPL, v2
+or later"; text in LICENSES/GPL-2.0-or-later.txt), not the BSD-3-Clause licence of the rest of
+captioneval. Copyright of the rules: The Board of Trustees of The Leland Stanford Junior University.
+No CoreNLP code is copied here.
 
 :func:`tokenize` returns, for every caption, exactly what :func:`captioneval.text.tokenizer.ptb_tokenize_java`
 returns (Stanford CoreNLP 3.4.1 ``edu.stanford.nlp.process.PTBTokenizer -preserveLines -lowerCase``
