@@ -1,38 +1,57 @@
 """Server-side plots (matplotlib, Agg backend): no JavaScript library or CDN is needed to view them.
 
 Every label may be user text (system, metric and caption names), so the module turns mathtext and
-TeX off for the whole process when it is imported: ``$x$`` or a lone ``$`` in a name is shown as
-typed instead of being parsed (a malformed formula would make ``savefig`` raise). Process-wide on
-purpose: ``matplotlib.rc_context`` per call is not thread-safe, and two charts drawn at once by a
-threaded server could leave the global setting in either state.
+TeX off for the whole process when it first loads matplotlib (:func:`pyplot`, before the first figure
+is drawn): ``$x$`` or a lone ``$`` in a name is shown as typed instead of being parsed (a malformed
+formula would make ``savefig`` raise). Process-wide on purpose: ``matplotlib.rc_context`` per call is
+not thread-safe, and two charts drawn at once by a threaded server could leave the global setting in
+either state. matplotlib itself loads on the first chart, not when the URLconf imports the views
+(half a second of every process start: workers, management commands).
 """
 from __future__ import annotations
 
+import functools
 import io
+import threading
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
-
+import numpy as np
 
 #: the export formats of every figure, with their content types
 FORMATS = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
-# SVG text as paths: no font is needed to view it, and no user text ends up as SVG markup
-matplotlib.rcParams["svg.fonttype"] = "path"
+#: the ten colours of matplotlib's ``tab10`` map (series colours of every chart)
+_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf")
+_LOADING = threading.Lock()
+
+
+@functools.cache
+def _load_pyplot():
+    with _LOADING:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
+        # SVG text as paths: no font is needed to view it, and no user text ends up as SVG markup
+        matplotlib.rcParams["svg.fonttype"] = "path"
+        return plt
+
+
+def pyplot():
+    """``matplotlib.pyplot`` with the Agg backend and this module's process-wide settings (mathtext
+    and TeX off, SVG text as paths), loaded once on first use (thread-safe)."""
+    return _load_pyplot()
 
 
 def save(fig, fmt: str = "png", **kwargs) -> bytes:
     """The figure as ``fmt`` bytes (one of :data:`FORMATS`; ValueError otherwise), then closed."""
     if fmt not in FORMATS:
-        plt.close(fig)
+        pyplot().close(fig)
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, **kwargs)
-    plt.close(fig)
+    pyplot().close(fig)
     return buf.getvalue()
 
 
@@ -55,7 +74,7 @@ def scatter_figure(metric_values, human_values, metric_name: str, human_label: s
     from .charts import clipped_fit
 
     x, y = np.asarray(metric_values, float), np.asarray(human_values, float)
-    fig, ax = plt.subplots(figsize=(4.6, 4.0), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(4.6, 4.0), dpi=100)
     ax.scatter(x, y, s=8, alpha=0.35 if len(x) < 5000 else 0.12, color="#1f77b4", edgecolors="none")
     fit = fit if fit is not None else clipped_fit(x, y)
     if fit:
@@ -99,7 +118,7 @@ def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", sta
         low, high = (m.get("ci95") or {}).get(statistic) or (None, None)
         lo.append(0.0 if low is None else max(0.0, v - 100 * low))
         hi.append(0.0 if high is None else max(0.0, 100 * high - v))
-    fig, ax = plt.subplots(figsize=(max(3.5, 0.8 * len(names) + 1.5), 3.8), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(max(3.5, 0.8 * len(names) + 1.5), 3.8), dpi=100)
     if names:
         ax.bar(names, values, yerr=[lo, hi], color="#2a7ae2", capsize=3)
     level = ceiling.get(statistic) if ceiling else None
@@ -124,7 +143,6 @@ def correlation_bars_png(correlations: dict, ceiling: dict, title: str = "", sta
 # --------------------------------------------------------------------------------------------
 # Caption-set diversity (Wang & Chan 2019): the figures of the paper
 # --------------------------------------------------------------------------------------------
-_COLOURS = plt.get_cmap("tab10").colors
 
 
 def _png(fig, fmt: str = "png") -> bytes:
@@ -138,7 +156,7 @@ def diversity_accuracy_png(points, diversity_name: str = "Self-CIDEr diversity",
 
     points : sequence of (system name, diversity in [0, 1], accuracy >= 0); NaN points are skipped.
     """
-    fig, ax = plt.subplots(figsize=(5.0, 3.8), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(5.0, 3.8), dpi=100)
     for i, (name, div, acc) in enumerate(points):
         if div is None or acc is None or not (np.isfinite(div) and np.isfinite(acc)):
             continue
@@ -157,7 +175,7 @@ def f_score_bars_png(names, values, beta2: float, fmt: str = "png") -> bytes:
     names : system names; values : F-scores (NaN drawn as 0 with no label).
     """
     vals = [0.0 if v is None or not np.isfinite(v) else float(v) for v in values]
-    fig, ax = plt.subplots(figsize=(max(3.5, 0.8 * len(names) + 1.5), 3.4), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(max(3.5, 0.8 * len(names) + 1.5), 3.4), dpi=100)
     bars = ax.bar(list(names), vals, color=[_COLOURS[i % 10] for i in range(len(vals))])
     for bar, v in zip(bars, values):
         if v is not None and np.isfinite(v):
@@ -174,7 +192,7 @@ def vocabulary_png(curves) -> bytes:
 
     curves : {system name: sorted word counts, most frequent first}.
     """
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.6), dpi=100)
+    fig, (left, right) = pyplot().subplots(1, 2, figsize=(9.0, 3.6), dpi=100)
     names = list(curves)
     left.bar(names, [len(c) for c in curves.values()], color=[_COLOURS[i % 10] for i in range(len(names))])
     left.set_ylabel("vocabulary size (distinct words)")
@@ -199,7 +217,7 @@ def radar_png(coordinates, labels, title: str = "") -> bytes:
     m, k = coords.shape
     angles = np.linspace(0, 2 * np.pi, k, endpoint=False)
     closed = np.concatenate([angles, angles[:1]])
-    fig = plt.figure(figsize=(4.6, 4.0), dpi=100)
+    fig = pyplot().figure(figsize=(4.6, 4.0), dpi=100)
     ax = fig.add_subplot(111, projection="polar")
     for i in range(m):
         values = np.concatenate([coords[i], coords[i, :1]])
@@ -214,7 +232,7 @@ def radar_png(coordinates, labels, title: str = "") -> bytes:
     fig.subplots_adjust(right=0.6)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    plt.close(fig)
+    pyplot().close(fig)
     return buf.getvalue()
 
 
@@ -225,7 +243,7 @@ def mds_png(coordinates, groups, title: str = "") -> bytes:
     coordinates : array (n captions, 2); groups : n system names.
     """
     xy = np.asarray(coordinates, float)
-    fig, ax = plt.subplots(figsize=(5.0, 4.0), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(5.0, 4.0), dpi=100)
     for i, name in enumerate(dict.fromkeys(groups)):
         idx = [j for j, g in enumerate(groups) if g == name]
         ax.scatter(xy[idx, 0], xy[idx, 1], s=30, color=_COLOURS[i % 10], label=name, alpha=0.8)
@@ -253,7 +271,7 @@ def benchmark_bars_png(entries: list[dict], statistic_label: str, ceiling: dict 
     values = [e["value"] if e["value"] is not None else 0.0 for e in entries]
     lo = [max(0.0, v - (e["ci95"][0] if e["ci95"][0] is not None else v)) for v, e in zip(values, entries)]
     hi = [max(0.0, (e["ci95"][1] if e["ci95"][1] is not None else v) - v) for v, e in zip(values, entries)]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.75 * len(names) + 2.0), 4.0), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(max(4.0, 0.75 * len(names) + 2.0), 4.0), dpi=100)
     if names:
         bars = ax.bar(names, values, yerr=[lo, hi], color="#2a7ae2", capsize=3)
         for bar, e in zip(bars, entries):
@@ -287,7 +305,7 @@ def p_value_heatmap_png(names: list[str], p_values: list[list], alpha: float, ti
     cells with p < alpha are dark; numbers printed in each cell. names in rank order."""
     n = len(names)
     p = np.array([[np.nan if v is None else float(v) for v in row] for row in p_values], dtype=float).reshape(n, n)
-    fig, ax = plt.subplots(figsize=(max(3.5, 0.6 * n + 2), max(3.0, 0.5 * n + 1.5)), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(max(3.5, 0.6 * n + 2), max(3.0, 0.5 * n + 1.5)), dpi=100)
     shown = np.where(np.isnan(p), 1.0, p)
     ax.imshow(shown < alpha, cmap="Blues", vmin=0, vmax=1.4)
     for i in range(n):

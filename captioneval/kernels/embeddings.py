@@ -29,10 +29,12 @@ import weakref
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
-from gensim.models import KeyedVectors
+
+if TYPE_CHECKING:  # gensim loads on first use (about a second of start-up otherwise)
+    from gensim.models import KeyedVectors
 
 __all__ = [
     "DEFAULT_VECTORS_NAME",
@@ -132,6 +134,7 @@ def _package_version() -> str:
 
 def _load_default(limit: Optional[int]) -> KeyedVectors:
     import pyarrow.parquet as pq
+    from gensim.models import KeyedVectors
 
     root = default_vectors_dir()
     matrix_path, index_path = root / _DEFAULT_MATRIX, root / _DEFAULT_INDEX
@@ -235,6 +238,8 @@ def _file_sha(path: Path) -> str:
 
 
 def _load_file(path: Path, fmt: str, limit: Optional[int]) -> KeyedVectors:
+    from gensim.models import KeyedVectors
+
     try:
         kv = KeyedVectors.load_word2vec_format(
             str(path), binary=(fmt == "word2vec-binary"), limit=limit,

@@ -105,6 +105,7 @@ numbers from different vectors are not comparable.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import weakref
@@ -112,15 +113,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
-import ot
-from gensim.models import KeyedVectors
 from scipy.spatial.distance import cdist
 
 from captioneval.kernels.embeddings import describe_vectors, load_vectors
 from captioneval.kernels.stopwords import ENGLISH_STOP_WORDS
+
+if TYPE_CHECKING:  # gensim and POT (which imports scikit-learn) load on first use: ~2 s of start-up
+    from gensim.models import KeyedVectors
 
 __all__ = [
     "STOP_WORDS",
@@ -146,7 +148,7 @@ _TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn CountVectorizer's defau
 _NUM_ITER_MAX = 100_000  # ot.emd2's default
 
 Objects = Union[str, Mapping[str, int], Iterable[str]]
-Vectors = Union[KeyedVectors, str, Path, None]
+Vectors = Union["KeyedVectors", str, Path, None]
 
 REASON_NO_DESCRIPTION_WORDS = "description has no content words (empty or only stop words / 1-letter tokens)"
 REASON_DESCRIPTION_OOV = "none of the description's content words has a word vector"
@@ -255,6 +257,8 @@ def _lexicon(kv: KeyedVectors) -> _Lexicon:
 def _resolve_vectors(vectors: Vectors) -> KeyedVectors:
     if vectors is None:
         return load_vectors()
+    from gensim.models import KeyedVectors
+
     if isinstance(vectors, KeyedVectors):
         return vectors
     if isinstance(vectors, (str, Path)):
@@ -271,11 +275,15 @@ def metric_version(vectors: Vectors = None) -> str:
 # ---------------------------------------------------------------------------------------------
 # optimal transport
 # ---------------------------------------------------------------------------------------------
-def _load_network_simplex():
+@functools.cache
+def _network_simplex():
     """POT's compiled network-simplex kernel, the one ``ot.emd2`` calls after its checks and backend
     conversions (which cost ~0.1 ms per call, ~30x the solve for caption-sized problems). It is a
     private POT function: it is verified here on a small problem against ``ot.emd2`` and not used
-    (``ot.emd2`` is) if its import or signature differs."""
+    (``ot.emd2`` is) if its import or signature differs. Loaded on the first transport problem (POT
+    imports scikit-learn: seconds that a process which never computes VIFIDEL should not pay)."""
+    import ot
+
     try:
         from ot.lp.emd_wrap import emd_c
     except ImportError:  # pragma: no cover - other POT versions
@@ -292,12 +300,12 @@ def _load_network_simplex():
     return emd_c
 
 
-_EMD_C = _load_network_simplex()
-
 SOLVERS = ("network-simplex", "emd2", "gensim")
 
 
 def _emd2(a: np.ndarray, b: np.ndarray, M: np.ndarray) -> float:
+    import ot
+
     return float(ot.emd2(a, b, M, numItermax=_NUM_ITER_MAX))
 
 
@@ -311,10 +319,11 @@ def _transport(a: np.ndarray, b: np.ndarray, M: np.ndarray, solver: str) -> floa
         return float(M[0] @ b)
     if M.shape[1] == 1:
         return float(a @ M[:, 0])
-    if _EMD_C is None:  # pragma: no cover
+    emd_c = _network_simplex()
+    if emd_c is None:  # pragma: no cover
         return _emd2(a, b, M)
     b = b * (a.sum() / b.sum())  # as ot.emd2: equal masses to the last bit
-    _, cost, _, _, code = _EMD_C(a, b, np.ascontiguousarray(M, dtype=np.float64), _NUM_ITER_MAX, 1, None, None)
+    _, cost, _, _, code = emd_c(a, b, np.ascontiguousarray(M, dtype=np.float64), _NUM_ITER_MAX, 1, None, None)
     if int(code) != 1:  # not OPTIMAL: let ot.emd2 warn / raise as it does
         return _emd2(a, b, M)
     return float(cost)
