@@ -73,7 +73,7 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sparse
-import scipy.stats as st
+import scipy  # scipy.stats loads on first use (scipy's lazy submodules): half a second of start-up
 
 from captioneval.stats.correlation import _encode_groups
 from captioneval.stats.results import Estimate, finite_or_none, percentile_interval
@@ -450,7 +450,7 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if ok.any():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out[ok] = st.pearsonr(a[ok], b[ok], axis=1).statistic
+            out[ok] = scipy.stats.pearsonr(a[ok], b[ok], axis=1).statistic
     return out
 
 
@@ -538,11 +538,11 @@ def _split_half_distribution(
         mean_a = sum_a / size_a
         mean_b = (total[None, :] - sum_a) / (m[None, :] - size_a)
         pearson[s0:s0 + b] = _rowwise_pearson(mean_a, mean_b)
-        spearman[s0:s0 + b] = _rowwise_pearson(st.rankdata(mean_a, axis=1), st.rankdata(mean_b, axis=1))
+        spearman[s0:s0 + b] = _rowwise_pearson(scipy.stats.rankdata(mean_a, axis=1), scipy.stats.rankdata(mean_b, axis=1))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for i in range(b):
-                kendall[s0 + i] = st.kendalltau(mean_a[i], mean_b[i], variant="b").statistic
+                kendall[s0 + i] = scipy.stats.kendalltau(mean_a[i], mean_b[i], variant="b").statistic
     return pearson, spearman, kendall, masks
 
 

@@ -49,7 +49,7 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sparse
-import scipy.stats as st
+import scipy  # scipy.stats loads on first use (scipy's lazy submodules): half a second of start-up
 
 from captioneval.stats.results import Estimate, finite_or_none, percentile_interval
 
@@ -151,15 +151,15 @@ def _scipy_statistic(x: np.ndarray, y: np.ndarray, statistic: str) -> float:
     if (x == x[0]).all() or (y == y[0]).all():
         return math.nan
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", st.ConstantInputWarning)
+        warnings.simplefilter("ignore", scipy.stats.ConstantInputWarning)
         if statistic == "pearson":
-            value = st.pearsonr(x, y).statistic
+            value = scipy.stats.pearsonr(x, y).statistic
         elif statistic == "spearman":
-            value = st.spearmanr(x, y).statistic
+            value = scipy.stats.spearmanr(x, y).statistic
         elif statistic == "kendall_tau_b":
-            value = st.kendalltau(x, y, variant="b").statistic
+            value = scipy.stats.kendalltau(x, y, variant="b").statistic
         elif statistic == "kendall_tau_c":
-            value = st.kendalltau(x, y, variant="c").statistic
+            value = scipy.stats.kendalltau(x, y, variant="c").statistic
         else:  # pragma: no cover - guarded by _check_statistic
             raise ValueError(f"unknown statistic {statistic!r}")
     return float(value)

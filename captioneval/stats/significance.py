@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
-import scipy.stats as st
+import scipy  # scipy.stats loads on first use (scipy's lazy submodules): half a second of start-up
 
 from captioneval.stats.correlation import _as_scores, _encode_groups
 from captioneval.stats.results import finite_or_none
@@ -190,7 +190,7 @@ class _MixedStatistic:
         yu = yc[self.rows_u]
         vchange = v[1:] != v[:-1]
         if statistic == "spearman":
-            ry = st.rankdata(y)
+            ry = scipy.stats.rankdata(y)
             ryc = ry - (n + 1) / 2.0
             self.syy = float((ryc * ryc).sum())
             starts = _block_starts(vchange)
@@ -707,7 +707,7 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> tuple[float, fl
         t = 0.0 if num == 0.0 else math.copysign(math.inf, num)
     else:
         t = num / den
-    p = float(st.t.sf(t, n - 3))
+    p = float(scipy.stats.t.sf(t, n - 3))
     return float(t), p
 
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-import scipy.stats as st
+import scipy  # scipy.stats loads on first use (scipy's lazy submodules): half a second of start-up
 
 from captioneval.stats.results import finite_or_none, percentile_interval
 from captioneval.stats.significance import significance_clusters as _rank_clusters
@@ -531,8 +531,8 @@ def system_agreement(metric_means: Mapping[str, float], human_means: Mapping[str
         x = np.array([c[0] for c in common])
         y = np.array([c[1] for c in common])
         if not (np.all(x == x[0]) or np.all(y == y[0])):
-            tau = finite_or_none(float(st.kendalltau(x, y).statistic))
-            r = finite_or_none(float(st.pearsonr(x, y).statistic))
+            tau = finite_or_none(float(scipy.stats.kendalltau(x, y).statistic))
+            r = finite_or_none(float(scipy.stats.pearsonr(x, y).statistic))
     caveat = None
     if n < FEW_SYSTEMS:
         caveat = (
