@@ -146,7 +146,7 @@ def test_state_moves_are_the_pages_with_the_audit_trail(scored, alice, client): 
 
 def test_progress_report_judgments_and_workers_are_the_owner_pages_downloads(scored, alice, client):  # noqa: F811
     campaign = engine.create_campaign(scored, "rating", name="rated", owners=[alice], state=Campaign.LIVE,
-                                      options={"images": 8}, k=3)
+                                      options={"images": 4}, k=3)
     simulate(campaign, raters=2, seed=3, noise=0.05)  # two of the three judgments per item: not finished
     client.force_login(alice)
     progress = client.get("/api/campaigns/rated/progress/")
