@@ -1,9 +1,10 @@
 """The library (captioneval/) and the ``captioneval`` command against pycocoevalcap, on real data.
 
-Reference: pycocoevalcap 1.2's own ``COCOEvalCap`` (Java PTB tokenizer, its Bleu, Meteor, Rouge and
-Cider), fed with pycocotools' ``COCO`` / ``loadRes`` exactly as its README shows, on Flickr8k-Expert
-written as COCO files (data/flickr8k_expert_coco, 5,664 pairs; SPICE is replaced by a stub because its
-jar downloads Stanford CoreNLP at start-up). ``captioneval evaluate`` and ``captioneval.COCOEvalCap``
+Reference: what pycocoevalcap 1.2's own ``COCOEvalCap`` computes (Java PTB tokenizer, its Bleu, Meteor,
+Rouge and Cider), fed with pycocotools' ``COCO`` / ``loadRes`` exactly as its README shows, on
+Flickr8k-Expert written as COCO files (data/flickr8k_expert_coco, 5,664 pairs; SPICE left out because its
+jar downloads Stanford CoreNLP at start-up): its scorers' answers are shared with the other files through
+tests.references (see the ``reference`` fixture). ``captioneval evaluate`` and ``captioneval.COCOEvalCap``
 must give the same corpus and per-image numbers; ``captioneval correlate`` on the expert ratings must
 give the published Kendall tau-c values (tests/published.py). No database.
 """
@@ -40,29 +41,45 @@ def cli(*args, cwd=ROOT, env=None):
 
 @pytest.fixture(scope="module")
 def reference():
-    """pycocoevalcap's COCOEvalCap on the bundled files: (eval, imgToEval)."""
-    import pycocoevalcap.eval as pe
+    """pycocoevalcap's COCOEvalCap result on the bundled files: (eval, imgToEval).
+
+    ``COCOEvalCap.evaluate`` tokenises the annotations and results (loaded with pycocotools, as its
+    README shows) with its PTBTokenizer, calls ``Bleu(4)``, ``Meteor()``, ``Rouge()`` and ``Cider()``
+    (``compute_score(gts, res)``, images in ``res.getImgIds()`` order) and stores each scorer's corpus
+    value in ``eval`` and its per-caption values in ``imgToEval``. The same is built here from
+    tests.references, which calls those very classes and keeps their answers for the session (the
+    other files that compare with pycocoevalcap on Flickr8k-Expert ask for the same scores): first,
+    pycocoevalcap's PTBTokenizer is run on the files loaded by pycocotools, and its tokens must be,
+    image by image in ``res.getImgIds()`` order, exactly the inputs those scores were computed on.
+    SPICE is left out (its jar downloads Stanford CoreNLP at start-up).
+    """
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
     from pycocotools.coco import COCO
 
-    class NoSpice:  # SPICE downloads Stanford CoreNLP 3.6.0 at start-up: not available offline
-        def method(self):
-            return "SPICE"
-
-        def compute_score(self, gts, res):
-            return math.nan, [math.nan] * len(gts)
+    from tests import references as pycoco
 
     with contextlib.redirect_stdout(io.StringIO()):
         coco = COCO(str(ANN))
         res = coco.loadRes(str(RES))
-        original, pe.Spice = pe.Spice, NoSpice
-        try:
-            ev = pe.COCOEvalCap(coco, res)
-            ev.params["image_id"] = res.getImgIds()
-            ev.evaluate()
-        finally:
-            pe.Spice = original
-    ev.eval.pop("SPICE")
-    return ev.eval, ev.imgToEval
+    ids = res.getImgIds()
+    # what COCOEvalCap.evaluate gives its scorers (one tokeniser run for both sides)
+    both = {**{("gts", i): coco.imgToAnns[i] for i in ids}, **{("res", i): res.imgToAnns[i] for i in ids}}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        tokens = PTBTokenizer().tokenize(both)
+    candidates, references = pycoco.expert_inputs()
+    assert [tokens[("res", i)] for i in ids] == [[c] for c in candidates]
+    assert [tokens[("gts", i)] for i in ids] == references
+    bleu_corpus, bleu = pycoco.bleu(candidates, references, 4)
+    meteor_corpus, meteor = pycoco.meteor(candidates, references)
+    rouge = pycoco.rouge_l(candidates, references)
+    cider_corpus, cider = pycoco.cider_d(candidates, references)
+    per_caption = {**{f"Bleu_{n}": bleu[n - 1] for n in range(1, 5)}, "METEOR": meteor, "ROUGE_L": rouge,
+                   "CIDEr": cider}
+    corpus = {**{f"Bleu_{n}": bleu_corpus[n - 1] for n in range(1, 5)}, "METEOR": meteor_corpus,
+              "ROUGE_L": np.mean(rouge), "CIDEr": cider_corpus}  # Rouge.compute_score: np.mean of the scores
+    images = {i: {"image_id": i, **{name: float(values[k]) for name, values in per_caption.items()}}
+              for k, i in enumerate(ids)}
+    return corpus, images
 
 
 def _same(ours: float, theirs: float) -> bool:
