@@ -21,7 +21,23 @@ SETTINGS = "seed=0&resamples=100&permutations=100&alpha=0.05"
 
 
 @pytest.fixture
-def benchmarks(subset_dir, tmp_path):
+def benchmarks(subset_dir, tmp_path, monkeypatch):
+    """Two benchmarks with three metrics each and their comparison report with the tests' SETTINGS.
+
+    The pages' defaults (1,000 resamples and permutations, analysis.benchmarks) are lowered to the
+    tests' 100 for the live server (same process): a page opened from a link, without settings in
+    its query, then reads the report the tests compare with instead of computing one ten times
+    larger (about 30 s on two cores) whose numbers no assertion reads. That absent settings take
+    the real defaults is checked here first, without a browser."""
+    from django.test import RequestFactory
+
+    from analysis import benchmark_views, benchmarks as bm
+
+    assert benchmark_views.benchmark_settings(RequestFactory().get("/compare/")) == {
+        "resamples": bm.DEFAULT_RESAMPLES, "seed": 0, "permutations": bm.DEFAULT_PERMUTATIONS, "alpha": bm.DEFAULT_ALPHA}
+    assert bm.DEFAULT_RESAMPLES == bm.DEFAULT_PERMUTATIONS == 1000
+    monkeypatch.setattr(benchmark_views, "DEFAULT_RESAMPLES", 100)
+    monkeypatch.setattr(benchmark_views, "DEFAULT_PERMUTATIONS", 100)
     run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
     run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_4", "rouge_l", "cider_d", "--wait")
     run_command("import_dataset", "thumb", str(write_thumb_subset(tmp_path / "thumb", 60)), "--name", "thumb")
@@ -43,7 +59,8 @@ def test_comparison_page_matrix_and_downloads(browser, live_server, benchmarks, 
     browser.get(live_server.url + "/")
     browser.find_element(By.ID, "nav-compare").click()
     WebDriverWait(browser, 120).until(lambda d: d.find_elements(By.ID, "matrix"))
-    # The page ran with the default settings; reload with the fixture's to compare numbers.
+    # The page ran with the default settings (lowered to SETTINGS' by the fixture); reload with the
+    # settings in the query to compare numbers.
     browser.get(f"{live_server.url}/compare/?{SETTINGS}")
     WebDriverWait(browser, 120).until(lambda d: d.find_elements(By.ID, "matrix"))
     heads = [th.get_attribute("data-column") for th in browser.find_elements(By.CSS_SELECTOR, "#matrix th[data-column]")]

@@ -28,12 +28,12 @@ def _boom(*args, **kwargs):
 
 def test_campaign_pages_read_the_cached_report_until_judgments_change(scored, alice, client):  # noqa: F811
     campaign = engine.create_campaign(scored, "rating", name="cached", owners=[alice], state=Campaign.LIVE,
-                                      options={"images": 10}, k=3)
+                                      options={"images": 5}, k=3)
     simulate(campaign, raters=2, seed=5, noise=0.05)
     client.force_login(alice)
     first = client.get("/campaigns/cached/report.json").json()
     n = HumanJudgment.objects.filter(campaign=campaign, criterion="relevance").count()
-    items = campaign.items.filter(is_gold=False).count()  # the candidate captions of 10 images
+    items = campaign.items.filter(is_gold=False).count()  # the candidate captions of 5 images
     assert n == 2 * items
     assert first["agreement"]["relevance"]["ratings"] == n
     assert first["correlations"]["relevance"]["cider_d"]["n_ratings"] == n
@@ -222,7 +222,7 @@ def test_with_a_broker_dataset_benchmark_and_compare_gets_only_queue_the_reports
 def test_warm_reports_computes_what_the_pages_read(scored, alice, client):  # noqa: F811
     """``warm_reports`` requests every report exactly as the pages do: afterwards no page of the
     dataset, its benchmark, the comparison or the campaign computes anything."""
-    campaign = engine.create_campaign(scored, "rating", name="warm", owners=[alice], k=2, options={"images": 6},
+    campaign = engine.create_campaign(scored, "rating", name="warm", owners=[alice], k=2, options={"images": 3},
                                       state=Campaign.LIVE)
     simulate(campaign, raters=4, spammers=0, seed=1)
     out = run_command("warm_reports", "--resamples", "100", "--permutations", "100", "--seed", "3")

@@ -1,8 +1,12 @@
 """Integration: a real `celery worker` process, Redis as the broker, PostgreSQL as the database.
 
-The full Flickr8k-Expert job goes through the worker; the stored scores must reproduce the
-published correlations and equal, score by score, what pycocoevalcap's own scorers give for the
-same tokenised captions (all seven COCO metrics)."""
+A Flickr8k-Expert job (the first 200 judged images, 1,000+ pairs, cut into several chunks shared by
+the worker's two processes) goes through the worker; the stored scores must equal, score by score,
+what pycocoevalcap's own scorers give for the same tokenised captions (all seven COCO metrics), and
+`correlate` on them gives scipy's Kendall tau-c. The published Flickr8k-Expert correlations are
+checked on the full dataset by tests/test_library.py (the library's path) and
+tests/test_acceptance_sqlite.py; with the same per-caption scores, the worker path cannot give
+other correlations."""
 import json
 import os
 import signal
@@ -16,8 +20,7 @@ import pytest
 from crowd.models import Dataset
 from metrics.models import MetricRun, MetricScore
 
-from .conftest import FLICKR8K, ROOT, run_command
-from .published import check_published
+from .conftest import ROOT, run_command
 from .servers import BROKER, database_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -47,8 +50,23 @@ def worker(worker_env, tmp_path):
     print(log.read()[-3000:])
 
 
-def test_metric_job_through_a_real_worker(worker, worker_env):
-    run_command("import_dataset", "flickr8k-expert", str(FLICKR8K), "--name", "flickr8k-expert")
+#: judged images of the Flickr8k-Expert subset the metric job scores (a prefix of the expert file)
+N_IMAGES = 200
+
+
+def test_metric_job_through_a_real_worker(worker, worker_env, tmp_path):
+    from scipy.stats import kendalltau
+
+    from .conftest import write_subset
+
+    subset = write_subset(tmp_path / "expert-subset", N_IMAGES)
+    lines = [line.split("\t") for line in (subset / "ExpertAnnotations.txt").read_text().splitlines()]
+    # (image, candidate id) in the loader's order: file order, own-reference pairs skipped
+    pair_lines = [f for f in lines if not f[1].startswith(f[0] + "#")]
+    pair_ids = [tuple(f[:2]) for f in pair_lines]
+    n = len(pair_ids)
+    assert 1000 < n < 1500
+    run_command("import_dataset", "flickr8k-expert", str(subset), "--name", "flickr8k-expert")
     result = subprocess.run(
         [sys.executable, "manage.py", "compute_metrics", "--dataset", "flickr8k-expert", "--wait", "--timeout", "1500"],
         cwd=ROOT, env=worker_env, capture_output=True, text=True, timeout=1800,
@@ -60,25 +78,24 @@ def test_metric_job_through_a_real_worker(worker, worker_env):
     assert len(runs) == 7
     for run in runs.values():
         assert run.status == MetricRun.DONE
-        assert MetricScore.objects.filter(run=run).count() == run.total == 5664
+        assert MetricScore.objects.filter(run=run).count() == run.total == n
+    # several chunks, so both worker processes took part in the runs
+    from metrics.pipeline import chunk_size
 
-    # Stored CIDEr-D equals pycocoevalcap's Cider on the same tokenised captions (tests.references computes
-    # pycocoevalcap's scores of the 5,664 tokenised pairs once per session).
+    assert chunk_size(n, workers=2, eager=False) < n / 2
+
+    # The subset's pairs are the first n of the 5,664 (tests.references tokenised them with pycocoevalcap's
+    # Java PTB tokeniser).
     from tests import references
 
-    exp_cands, exp_refs = references.expert_inputs()
+    all_cands, all_refs = references.expert_inputs()
+    exp_cands, exp_refs = all_cands[:n], all_refs[:n]
     stored = {
         (image, key): value
         for image, key, value in MetricScore.objects.filter(run=runs["cider_d"]).values_list(
             "caption__image__key", "caption__key", "value"
         )
     }
-    pair_ids = [  # (image, candidate id) in the loader's order: file order, own-reference pairs skipped
-        tuple(line.split("\t")[:2])
-        for line in (FLICKR8K / "ExpertAnnotations.txt").read_text().splitlines()
-        if not line.split("\t")[1].startswith(line.split("\t")[0] + "#")
-    ]
-    assert len(pair_ids) == len(exp_cands)
     got = np.array([stored[ids] for ids in pair_ids])
     np.testing.assert_allclose(got, references.cider_d(exp_cands, exp_refs)[1], atol=1e-6)
 
@@ -98,7 +115,7 @@ def test_metric_job_through_a_real_worker(worker, worker_env):
     by_pair = {(image_key, key): (cid, image)
                for cid, image, image_key, key in dataset.candidates().values_list("id", "image_id", "image__key", "key")}
     cands = [by_pair[ids] for ids in pair_ids]  # (caption id, image id) in the loader's order
-    assert len(cands) == len(by_pair) == 5664 and len(tokens) == Caption.objects.filter(image__dataset=dataset).count()
+    assert len(cands) == len(by_pair) == n and len(tokens) == Caption.objects.filter(image__dataset=dataset).count()
     assert [tokens[cid] for cid, _ in cands] == exp_cands
     assert [refs[image] for _, image in cands] == exp_refs
     _, bleu = references.bleu(exp_cands, exp_refs)
@@ -116,8 +133,15 @@ def test_metric_job_through_a_real_worker(worker, worker_env):
                                    rtol=0, atol=tolerance, err_msg=metric)
     assert runs["cider_d"].document_frequency is not None  # built once by start_run, used by every chunk
 
-    report = json.loads(run_command("correlate", "--dataset", "flickr8k-expert", "--json", "--resamples", "200"))
-    print(check_published(report))
+    # `correlate` on the worker's scores: each expert rating is a row (3 per pair), Kendall tau-c as scipy's
+    report = json.loads(run_command("correlate", "--dataset", "flickr8k-expert", "--json", "--resamples", "50"))
+    assert report["n_pairs"] == n and report["n_ratings"] == 3 * n
+    ratings = [float(r) for f in pair_lines for r in f[2:5]]
+    for metric, (values, _) in reference.items():
+        per_row = np.repeat(np.asarray(values, dtype=float), 3)
+        expected = kendalltau(per_row, ratings, variant="c")[0]
+        assert 0.1 < expected < 0.6
+        assert abs(report["metrics"][metric]["kendall_tau_c"] - expected) <= 1e-9, metric
 
 
 def test_set_and_system_level_runs_through_a_real_worker(worker, worker_env, tmp_path):

@@ -263,7 +263,7 @@ def test_diversity_campaign_reports_set_level_metrics(coco):
     User.objects.create_user("alice", password="pw")
     run_command("compute_metrics", "--dataset", "div", "--metric", "self_cider", "lsa", "mbleu_4", "--wait")
     run_command("create_campaign", "diversity", "--dataset", "div", "--name", "divc", "--images", "30", "--owner", "alice", "--live")
-    out = run_command("simulate_raters", "--campaign", "divc", "--raters", "8", "--noise", "0.03")
+    out = run_command("simulate_raters", "--campaign", "divc", "--raters", "4", "--noise", "0.03")
     assert "30/30 items complete" in out
     report = campaign_report(Campaign.objects.get(name="divc"), n_resamples=100)
     corr = report["correlations"]["diversity"]
