@@ -12,6 +12,7 @@
 
 Each test prints a short report (run pytest with ``-s`` to see it).
 """
+import json
 import os
 import random
 import re
@@ -40,7 +41,7 @@ from crowd.models import Campaign, Dataset, HumanJudgment
 from crowd.simulate import CSRF, ITEM, SUBMIT_KEY, TASK_URL, HttpTransport, _path
 from metrics.models import MetricRun, MetricScore
 
-from .conftest import FLICKR8K, ROOT, TEST_IMAGE_URL, run_command
+from .conftest import ROOT, TEST_IMAGE_URL, run_command, write_subset
 from .test_celery_worker import BROKER, database_url
 
 PY = sys.executable
@@ -154,6 +155,21 @@ def manage(*args, env, timeout: float = 300) -> str:
                             timeout=timeout)
     assert result.returncode == 0, f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
+
+
+def manage_all(*commands, env, timeout: float = 300) -> list[str]:
+    """Several ``manage.py`` commands (each a list of arguments) one after another in a single
+    subprocess with ``env`` (one Django start-up instead of one per command); their stdouts (the test
+    fails on an error)."""
+    code = ("import io, json, os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'evalsite.settings'); "
+            "import django; django.setup(); from django.core.management import call_command; outs = []\n"
+            "for args in json.loads(sys.argv[1]):\n"
+            "    out = io.StringIO(); call_command(*args, stdout=out); outs.append(out.getvalue())\n"
+            "print(json.dumps(outs))")
+    result = subprocess.run([PY, "-c", code, json.dumps([list(c) for c in commands])], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"manage.py {commands} failed:\n{result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout.splitlines()[-1])
 
 
 def web_env(**extra) -> dict:
@@ -285,8 +301,10 @@ def forget_queue(client: redis.Redis, queue: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_worker_killed_mid_run_completes_after_restart(procs):
-    run_command("import_dataset", "flickr8k-expert", str(FLICKR8K), "--name", "faults")
+def test_worker_killed_mid_run_completes_after_restart(procs, tmp_path):
+    # 150 images (about 870 candidates, 44 chunks of 20 per metric): enough for a run that is killed
+    # in its middle; the full dataset only made the two runs and their in-process repeat longer
+    run_command("import_dataset", "flickr8k-expert", str(write_subset(tmp_path / "sub150", 150)), "--name", "faults")
     queue = f"faults-{uuid.uuid4().hex}"
     env = dict(os.environ, DATABASE_URL=database_url(), CELERY_BROKER_URL=BROKER, CELERY_QUEUE=queue,
                METRICS_CHUNK_SIZE="20")
@@ -309,7 +327,7 @@ def test_worker_killed_mid_run_completes_after_restart(procs):
 
         procs.worker("worker2", env)
         wait_until(lambda: runs.filter(status=MetricRun.DONE).count() == 2, 240,
-                   "the runs to complete after the restart", interval=1)
+                   "the runs to complete after the restart")
         procs.stop_all()
     finally:
         forget_queue(broker, queue)
@@ -376,23 +394,25 @@ def test_postgres_restart_while_raters_submit(private_postgres, procs, subset_di
     url, pg_ctl = private_postgres
     env = web_env(DATABASE_URL=url, RATER_RATE_LIMIT="0", CELERY_BROKER_URL="",
                   CROWD_MIN_SECONDS_PER_TASK="0")  # machine-speed raters: no speed check
-    manage("migrate", "--noinput", env=env)
-    manage("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub", env=env)
-    manage("create_campaign", "rating", "--dataset", "sub", "--name", "pgfault", "--k", "3",
-           "--gold", "0", "--gold-every", "0", "--live",
-           "--image-url", TEST_IMAGE_URL, env=env)  # raters must see a picture to be published
-    links = manage("invite_raters", "--campaign", "pgfault", "-n", "8", env=env).split()
+    *_, links = manage_all(
+        ["migrate", "--noinput"],
+        ["import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub"],
+        ["create_campaign", "rating", "--dataset", "sub", "--name", "pgfault", "--k", "3", "--gold", "0",
+         "--gold-every", "0", "--live", "--image-url", TEST_IMAGE_URL],  # raters must see a picture to be published
+        ["invite_raters", "--campaign", "pgfault", "-n", "8"], env=env)
+    links = links.split()
+    assert len(links) == 8, links
     base = procs.gunicorn(env)
     raters = Raters(base, "pgfault", [_path(link) for link in links])
-    raters.wait_for(30)
+    raters.wait_for(20)  # 8 raters at work (20 submissions per phase: every rater has come through each fault)
     before_restart = raters.confirmed()
     pg_ctl("-m", "fast", "restart")
-    raters.wait_for(before_restart + 30)
+    raters.wait_for(before_restart + 20)
     before_stop = raters.confirmed()
     pg_ctl("-m", "fast", "stop")
     time.sleep(4)  # raters keep asking meanwhile and are told to come back
     pg_ctl("start")
-    raters.wait_for(before_stop + 30)  # the raters caught in the outage got through
+    raters.wait_for(before_stop + 20)  # the raters caught in the outage got through
     raters.join(stop=True)
     procs.stop_all()
     logs = raters.logs
@@ -472,7 +492,7 @@ def test_redis_down_raters_keep_working_and_queued_run_completes(procs, subset_d
 
     procs.redis("redis-again", port)  # an empty Redis: whatever was queued before is gone too
     wait_until(lambda: runs.filter(status=MetricRun.DONE).count() == 2, 150,
-               "the queued runs to complete once Redis is back", interval=1)
+               "the queued runs to complete once Redis is back")
     procs.stop_all()
     for run in runs.all():
         ids = list(MetricScore.objects.filter(run=run).values_list("caption_id", flat=True))

@@ -7,6 +7,7 @@ URL patterns are enumerated from the resolver (not listed here), so a new view i
 CSRF and permission tests as soon as it is routed; a URL keyword without a sample value fails the
 test with a message saying which one to add.
 """
+import functools
 import importlib
 import itertools
 import json
@@ -20,6 +21,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 from django.apps import apps
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import User
 from django.core import signing
 from django.core.cache import cache
@@ -36,7 +38,7 @@ from crowd.simulate import simulate
 from crowd.views import mturk as mturk_views
 from crowd.views import prolific as prolific_views
 
-from .conftest import ROOT, run_command
+from .conftest import ROOT, run_command, write_subset
 
 pytestmark = pytest.mark.django_db
 
@@ -111,21 +113,38 @@ def mturk_actions() -> list[str]:
 
 # --- fixtures -----------------------------------------------------------------------------------
 
+@functools.cache
+def password_hash() -> str:
+    """The hash of the test users' password "pw", computed once (PBKDF2 takes a good part of a second)."""
+    return make_password("pw")
+
+
+def user(name: str, **flags) -> User:
+    """A user with the password "pw" (``flags``: is_staff, is_superuser)."""
+    return User.objects.create(username=name, password=password_hash(), **flags)
+
+
 @pytest.fixture
-def site(subset_dir, settings):
+def small_subset(tmp_path):
+    """An 8-image Flickr8k-Expert subset: every page kind exists (the campaigns below use 2-3
+    images), and the crawl does not spend its time on dozens of image pages and charts."""
+    return write_subset(tmp_path / "flickr8k-subset", 8)
+
+
+@pytest.fixture
+def site(small_subset, settings):
     """Owners alice and bob, staff user sam (not a superuser), superuser root; alice's live local
     campaign with simulated judgments, her MTurk campaign with a requester-website batch and a
     dry-run publish, bob's own campaign, and two invited raters, one with an open task."""
     settings.MTURK_CLIENT_FACTORY = "tests.fake_mturk.fake_client"
-    run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
+    run_command("import_dataset", "flickr8k-expert", str(small_subset), "--name", "sub")
     run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_4", "--wait")
     dataset = Dataset.objects.get(name="sub")
-    alice = User.objects.create_user("alice", password="pw")
-    bob = User.objects.create_user("bob", password="pw")
-    sam = User.objects.create_user("sam", password="pw", is_staff=True)
-    root = User.objects.create_superuser("root", password="pw")
+    alice, bob = user("alice"), user("bob")
+    sam = user("sam", is_staff=True)
+    root = user("root", is_staff=True, is_superuser=True)
     local = engine.create_campaign(dataset, "rating", name="alpha", title="Alpha secret study", owners=[alice],
-                                   options={"images": 6}, state=Campaign.LIVE, gold_every=0)
+                                   options={"images": 2}, state=Campaign.LIVE, gold_every=0)
     simulate(local, raters=2, seed=1)  # k = 3: every item stays open for a third rater
     mt = engine.create_campaign(dataset, "rating", name="alpha-mt", title="Alpha MTurk study", owners=[alice],
                                 options={"images": 3, "gold": 1}, reward="0.05", provider=Campaign.MTURK)
@@ -677,9 +696,9 @@ def test_hit_counts_per_key_and_window_in_redis(redis_cache):
 
 
 @pytest.fixture
-def live(subset_dir):
+def live(small_subset):
     """A live local campaign over the subset and two invited raters."""
-    run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
+    run_command("import_dataset", "flickr8k-expert", str(small_subset), "--name", "sub")
     local = engine.create_campaign(Dataset.objects.get(name="sub"), "rating", name="alpha", options={"images": 3},
                                    state=Campaign.LIVE, gold_every=0)
     return local, *engine.invite_workers(2, campaign=local)

@@ -11,8 +11,10 @@ production default of ``evalsite/settings.py`` (this test process's conftest swi
 off, which does not reach the subprocess). Time is simulated: the limiter's clock
 (``crowd.ratelimit.time``) and the simulator's one place of waiting
 (``PatientTransport.sleep``) share a clock that moves only when a rater waits, so each rater's
-counter really fills up (about 160 requests each against 120 a minute: 30 images, k = 2) and every wait really ends
-the limiter's window, without the test taking minutes of wall-clock time.
+counter really fills up (20 images, k = 2, 8 raters: over 120 requests a minute for some raters, who
+wait a whole window, as with the 30 images and 12 raters this test used before) and every
+wait really ends the limiter's window, without the test taking minutes of wall-clock time. The SQLite file is a
+copy of the session's migrated one (tests/sqlite_var.py) rather than a migrate of its own.
 """
 import json
 import os
@@ -20,6 +22,7 @@ import subprocess
 import sys
 
 from .conftest import ROOT, write_subset
+from .sqlite_var import migrated_var
 
 SCRIPT = r"""
 import io, json, os
@@ -31,10 +34,10 @@ from django.db.models import Count, Q
 subset = os.environ["SIMULATION_SUBSET"]
 assert settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"), settings.DATABASES["default"]["ENGINE"]
 assert settings.CELERY_TASK_ALWAYS_EAGER
-call_command("migrate", verbosity=0)
+assert os.path.isfile(settings.DATABASES["default"]["NAME"])  # migrated (tests/sqlite_var.py)
 quiet = io.StringIO()
 call_command("import_dataset", "flickr8k-expert", subset, "--name", "f30", stdout=quiet)
-call_command("create_campaign", "rating", "--dataset", "f30", "--name", "rate30", "--images", "30", "--k", "2",
+call_command("create_campaign", "rating", "--dataset", "f30", "--name", "rate30", "--images", "20", "--k", "2",
              "--image-url", "http://127.0.0.1:9/{key}", "--live", stdout=quiet)
 
 import crowd.ratelimit
@@ -59,7 +62,7 @@ crowd.ratelimit.time = clock
 crowd.simulate.PatientTransport.sleep = staticmethod(clock.sleep)
 
 out = io.StringIO()
-call_command("simulate_raters", "--campaign", "rate30", "--raters", "12", "--double-submit", "0.2",
+call_command("simulate_raters", "--campaign", "rate30", "--raters", "8", "--double-submit", "0.2",
              "--return-rate", "0.1", "--abandon", "0.1", stdout=out)
 
 from crowd.engine import campaign_counts
@@ -86,10 +89,10 @@ print(json.dumps({
 
 
 def test_simulated_raters_wait_out_the_default_rate_limit_and_all_finish_on_sqlite(tmp_path):
-    subset = write_subset(tmp_path / "flickr8k-30", 30)
+    subset = write_subset(tmp_path / "flickr8k-20", 20)
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "RATER_RATE_LIMIT")}
-    env["EVALSITE_VAR_DIR"] = str(tmp_path / "var")
+    env["EVALSITE_VAR_DIR"] = str(migrated_var(tmp_path / "var"))
     env["SIMULATION_SUBSET"] = str(subset)
     done = subprocess.run([sys.executable, "manage.py", "shell", "-c", SCRIPT], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -103,10 +106,10 @@ def test_simulated_raters_wait_out_the_default_rate_limit_and_all_finish_on_sqli
     assert sum(facts["waits"]) >= 60, facts["waits"]  # at least one whole window waited out
     assert f"retried {len(facts['waits'])}" in summary, summary
     # every simulated rater finished: the campaign is complete, nobody stopped on an error page
-    assert summary.endswith("stopped because: finished 12"), summary
+    assert summary.endswith("stopped because: finished 8"), summary
     assert "http_" not in summary, summary
     counts = facts["counts"]
-    assert counts["items"] >= 150  # 30 images x about 5.6 judged candidates each
+    assert counts["items"] >= 100  # 20 images x about 5.6 judged candidates each
     assert counts["judgments"] == counts["needed"] == counts["items"] * facts["k"], counts
     assert counts["complete_items"] == counts["items"], counts
     assert facts["counted_per_item"] == [facts["k"]]  # exactly k counted judgments on every item
