@@ -98,6 +98,18 @@ def _quick_flush():
         yield
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _vacuum_dead_rows(django_db_blocker):
+    """Before each test module, once the test database exists: vacuum the tables that rolled-back
+    tests filled with dead rows (tests/flush.py, :func:`~tests.flush.vacuum_bloated`)."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql" and connection.settings_dict["NAME"].startswith("test_"):
+        with django_db_blocker.unblock():
+            flush.vacuum_bloated()
+    yield
+
+
 @pytest.fixture(scope="session")
 def chromium(tmp_path_factory):
     """The session's headless Chromium (tests/browser.py), started when a test first needs it."""

@@ -65,3 +65,38 @@ def test_changed_permissions_or_content_types_leave_it_to_djangos_flush(subset_d
     before = everything()
     assert not flush.empty_filled_tables(connection.alias)
     assert everything() == before  # nothing emptied: the test's teardown runs Django's flush
+
+
+def test_vacuum_bloated_removes_the_dead_rows_a_rolled_back_import_leaves(subset_dir):
+    """What a rolled-back test inserted stays in the table as dead rows (no autovacuum here during a
+    run); :func:`tests.flush.vacuum_bloated` vacuums exactly the tables over the threshold, keeps
+    every live row, and does nothing inside a transaction."""
+    from django.db import transaction
+
+    from crowd.models import Caption
+
+    keep = User.objects.create_user("keep", password="pw")
+
+    class RolledBack(Exception):
+        pass
+
+    with pytest.raises(RolledBack), transaction.atomic():
+        run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "gone")
+        inserted = Caption.objects.count()
+        raise RolledBack
+    assert inserted > 200 and not Caption.objects.exists()
+
+    def dead(table):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_force_next_flush()")  # this backend's counts, now (PostgreSQL 15)
+            cursor.execute("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = %s", [table])
+            return cursor.fetchone()[0]
+
+    assert dead("crowd_caption") >= inserted
+    before = everything()
+    with transaction.atomic():
+        assert flush.vacuum_bloated(min_dead=200) == []  # VACUUM cannot run in a transaction
+    vacuumed = flush.vacuum_bloated(min_dead=200)
+    assert "crowd_caption" in vacuumed and "auth_user" not in vacuumed
+    assert dead("crowd_caption") == 0
+    assert everything() == before and User.objects.get(pk=keep.pk).username == "keep"
