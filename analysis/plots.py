@@ -25,7 +25,9 @@ _LOADING = threading.Lock()
 
 
 @functools.cache
-def _load_pyplot():
+def pyplot():
+    """``matplotlib.pyplot`` with the Agg backend and this module's process-wide settings (mathtext
+    and TeX off, SVG text as paths), loaded once on first use (the lock: one thread imports)."""
     with _LOADING:
         import matplotlib
 
@@ -36,12 +38,6 @@ def _load_pyplot():
         # SVG text as paths: no font is needed to view it, and no user text ends up as SVG markup
         matplotlib.rcParams["svg.fonttype"] = "path"
         return plt
-
-
-def pyplot():
-    """``matplotlib.pyplot`` with the Agg backend and this module's process-wide settings (mathtext
-    and TeX off, SVG text as paths), loaded once on first use (thread-safe)."""
-    return _load_pyplot()
 
 
 def save(fig, fmt: str = "png", **kwargs) -> bytes:
