@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.core.management import call_command
 
 from . import flush
@@ -89,6 +90,26 @@ def run_command(*args, **kwargs) -> str:
     out = io.StringIO()
     call_command(*args, stdout=out, stderr=io.StringIO(), **kwargs)
     return out.getvalue()
+
+
+class OneIterationPBKDF2(PBKDF2PasswordHasher):
+    """Django's PBKDF2-SHA256 password hasher at 1 iteration instead of 1,000,000 (about 0.6-1.8 s
+    per password on these machines, paid by every ``create_user`` and every log-in). Its hashes are
+    ordinary ``pbkdf2_sha256$1$...`` strings, so a server started as a subprocess with the default
+    hashers still accepts them (and upgrades them on a log-in, as for any old hash). Django's testing
+    docs recommend a faster hasher in tests for the same reason."""
+
+    iterations = 1
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing():
+    """Every password hashed or checked in the test process uses :class:`OneIterationPBKDF2`."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=[f"{__name__}.OneIterationPBKDF2", *settings.PASSWORD_HASHERS]):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
