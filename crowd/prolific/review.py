@@ -323,7 +323,8 @@ def rule_verdicts(study: ProlificStudy, *, min_gold_accuracy: float | None = Non
             continue
         if s.outcome not in (PS.COMPLETED, PS.FAILED_ATTENTION):
             if s.tasks_done:
-                v.reasons = [f"did {s.tasks_done} tasks but was given no completion code: left for a person"]
+                tasks = f"{s.tasks_done} task{'s' if s.tasks_done != 1 else ''}"
+                v.reasons = [f"did {tasks} but was given no completion code: left for a person"]
             else:
                 v.action, v.return_reasons = RETURN, NO_WORK_REASONS
                 v.reasons = ["did no task and was given no completion code (its last page asked for a return)"]
