@@ -264,6 +264,28 @@ class ProlificAPI:
         return self.request("POST", "submissions/bulk-approve/",
                             json={"submission_ids": [_safe_id(s, "submission id") for s in submission_ids]})
 
+    def request_return(self, submission_id: str, reasons) -> dict:
+        """``POST /submissions/{id}/request-return/`` with ``request_return_reasons`` (a non-empty
+        list of short texts, e.g. ``["Withdrew consent."]``): Prolific asks the participant to
+        return the submission (unpaid; the place reopens once they do). Pays nothing."""
+        reasons = [str(r) for r in reasons]
+        if not reasons:
+            raise ProlificError("a return request needs at least one reason")
+        return self.request("POST", f"submissions/{_safe_id(submission_id, 'submission id')}/request-return/",
+                            json={"request_return_reasons": reasons})
+
+    def screen_out(self, study_id: str, submission_ids, bonus_per_submission: float, *,
+                   increase_places: bool = False) -> dict:
+        """``POST /studies/{id}/screen-out-submissions/`` with ``submission_ids``,
+        ``bonus_per_submission`` (MAJOR units, e.g. 0.15 for 15 pence: the study's fixed screen-out
+        payment) and ``increase_places``: the submissions become SCREENED OUT and each participant
+        is paid the fixed amount. It pays, so it is never retried here (after a lost answer, sync
+        before any second call)."""
+        ids = [_safe_id(s, "submission id") for s in submission_ids]
+        return self.request("POST", f"studies/{_safe_id(study_id, 'study id')}/screen-out-submissions/",
+                            json={"submission_ids": ids, "bonus_per_submission": bonus_per_submission,
+                                  "increase_places": bool(increase_places)}, retry=False)
+
     # -- bonuses ----------------------------------------------------------------------------
     def create_bonus(self, study_id: str, csv_bonuses: str) -> dict:
         """``POST /submissions/bonus-payments/`` with ``study_id`` and ``csv_bonuses``

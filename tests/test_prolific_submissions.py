@@ -2,6 +2,7 @@
 work released for RETURNED / TIMED-OUT / REJECTED submissions, signed webhooks, review by rules,
 the bonus ledger (paid exactly once even when the pay call times out) and the reconciliation."""
 import json
+import re
 import time
 
 import pytest
@@ -42,12 +43,13 @@ def owner():
     return User.objects.create_user("olive", password="pw-olive-123")
 
 
-def make_study(fake, dataset, owner, *, gold=0, gold_every=0, bundle=2, name="pl"):
-    """A live Prolific campaign whose study is ACTIVE on the fake server."""
+def make_study(fake, dataset, owner, *, gold=0, gold_every=0, bundle=2, name="pl", **journey_fields):
+    """A live Prolific campaign whose study is ACTIVE on the fake server (every completion code goes
+    to manual review). ``journey_fields``: ``consent_text``, ``practice``, ``practice_pass``."""
     options = {"gold": gold} if gold else {}
     campaign = engine.create_campaign(dataset, "rating", name=name, owners=[owner], k=1, state=Campaign.LIVE,
                                       provider=Campaign.PROLIFIC, gold_every=gold_every, bundle_size=bundle,
-                                      options=options, attention_max_failures=1)
+                                      options=options, attention_max_failures=1, **journey_fields)
     sid = new_id()
     fake.studies[sid] = {
         "id": sid, "status": "ACTIVE", "total_available_places": 50, "reward": 150, "places_taken": 0,
@@ -60,12 +62,14 @@ def make_study(fake, dataset, owner, *, gold=0, gold_every=0, bundle=2, name="pl
                                         completion_codes=CODES)
 
 
-def arrive(fake, study):
-    """A participant takes a place on Prolific and reaches us: (their session, submission id)."""
+def arrive(fake, study, *, read_instructions=True):
+    """A participant takes a place on Prolific and reaches us: (their session, submission id); past
+    the instructions unless ``read_instructions`` is False (then at the consent page, if any)."""
     record = fake.start_submission(study.study_id)
     worker = worker_for(record["participant_id"])
     s = journey.open_session(study.campaign, worker, provider_ref=record["id"], study_ref=study.study_id)
-    s = journey.finish_instructions(s)
+    if read_instructions:
+        s = journey.finish_instructions(s)
     return s, record["id"]
 
 
@@ -277,6 +281,180 @@ def test_bulk_review_by_rules_approves_good_work_and_rejects_wrong_gold_and_spee
     assert second["approved"] == second["rejected"] == second["failed"] == []
     assert second["skipped"] == [[unseen["id"], "no session of ours for this submission"]]
     assert len(fake_prolific.calls) == n
+
+
+# --- review by rules pays only for work (issue 31) ----------------------------------------------------
+def money_calls(fake) -> list:
+    """The calls to the fake that decide what participants are paid: approvals, rejections, return
+    requests, screen-outs and bonus payments, as ``(method, path, body)``."""
+    def decides(path):
+        return (path == "submissions/bulk-approve/" or path.endswith("/request-return/")
+                or path.endswith("/screen-out-submissions/") or path.endswith("/pay/")
+                or (path.startswith("submissions/") and path.endswith("/transition/")))
+    return [c for c in fake.calls if c[0] == "POST" and decides(c[1])]
+
+
+def review_case(fake, dataset, owner):
+    """The review case of issue 31: a study whose completion codes all go to manual review, and five
+    submissions awaiting review. A declines consent, B fails the practice (one of two right), C's
+    time budget runs out before any task; each goes back to Prolific with the code we gave (C was
+    given none and submits without one, as E, who did one task of three, does too). D does the
+    bundle (its attention check right, 9 seconds a task) and submits with the COMPLETED code.
+    Returns (study, {letter: submission id}) after a sync."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    study = make_study(fake, dataset, owner, gold=1, gold_every=3, bundle=3, consent_text="I agree to take part.",
+                       practice=2, practice_pass=1.0)
+    campaign, sessions, ids = study.campaign, {}, {}
+    keys = [p["key"] for p in journey.practice_items(campaign)]
+
+    def start(letter, practice=None):
+        s, ids[letter] = arrive(fake, study, read_instructions=False)
+        if practice is not None:
+            s = journey.finish_instructions(journey.give_consent(s, campaign.consent_version))
+            for key, right in zip(keys, practice):
+                journey.answer_practice(s, key, {"relevance": "1" if right else "5", "thoroughness": "2"})
+        sessions[letter] = s
+        return s
+
+    journey.decline_consent(start("A"))
+    start("B", [True, False])
+    c = start("C", [True, True])
+    ParticipantSession.objects.filter(pk=c.pk).update(deadline=timezone.now() - timedelta(seconds=1))
+    assert journey.next_task(c) is None
+    work(start("D", [True, True]), seconds=9.0)
+    work(start("E", [True, True]), 1)
+    for s in sessions.values():
+        s.refresh_from_db()
+    assert [(sessions[k].outcome, sessions[k].tasks_done) for k in "ABCDE"] == [
+        (ParticipantSession.NO_CONSENT, 0), (ParticipantSession.SCREENED_OUT, 0), (ParticipantSession.TIMED_OUT, 0),
+        (ParticipantSession.COMPLETED, 3), ("", 1)]
+    for k in "ABD":
+        finish(fake, sessions[k], ids[k])
+    for k in "CE":
+        assert not sessions[k].completion_code
+        fake.complete(ids[k], "NOCODE")
+    sync_study(study, api_for(study))
+    assert sorted(study.submissions.filter(status="AWAITING REVIEW").values_list("submission_id", flat=True)) \
+        == sorted(ids.values())
+    return study, ids
+
+
+def expected_calls(study, ids) -> list:
+    """What the review case may send, in order: D approved; A and C asked to return the study, B
+    screened out with the fixed payment (a tenth of the 1.50 reward)."""
+    return [("POST", "submissions/bulk-approve/", {"submission_ids": [ids["D"]]}),
+            ("POST", f"submissions/{ids['A']}/request-return/", {"request_return_reasons": ["Withdrew consent."]}),
+            ("POST", f"studies/{study.study_id}/screen-out-submissions/",
+             {"submission_ids": [ids["B"]], "bonus_per_submission": 0.15, "increase_places": False}),
+            ("POST", f"submissions/{ids['C']}/request-return/", {"request_return_reasons": ["Did not finish study."]})]
+
+
+def test_review_command_lists_the_plan_and_pays_only_the_participant_who_did_the_bundle(fake_prolific, dataset, owner):
+    study, ids = review_case(fake_prolific, dataset, owner)
+    name, before = study.campaign.name, len(fake_prolific.calls)
+    strict = ("--min-gold-accuracy", "0.75", "--max-attention-failures", "1", "--min-seconds", "3")  # as documented
+    for extra in ((), ("--dry-run",), strict):
+        out = run_command("prolific", "review", name, *extra)
+        line = {k: next(x for x in out.splitlines() if sid in x) for k, sid in ids.items()}
+        assert line["D"].startswith(f"APPROVE {ids['D']}") and "pays 1.50 GBP" in line["D"]
+        assert line["B"].startswith(f"SCREEN_OUT {ids['B']}") and "pays 0.15 GBP" in line["B"]
+        assert "screened out by the practice" in line["B"]
+        assert line["A"].startswith(f"RETURN {ids['A']}") and "declined consent" in line["A"]
+        assert line["C"].startswith(f"RETURN {ids['C']}") and "did no task" in line["C"]
+        assert line["E"].startswith(f"SKIP {ids['E']}") and "left for a person" in line["E"]
+        assert all("pays nothing" in line[k] for k in "ACE")
+        assert "TOTAL 1.65 GBP to participants" in out and "PREVIEW (dry run)" in out
+    assert len(fake_prolific.calls) == before  # the plan sent nothing
+    with pytest.raises(CommandError, match="contradict"):
+        run_command("prolific", "review", name, "--dry-run", "--yes")
+
+    out = run_command("prolific", "review", name, *strict, "--yes")
+    assert "TOTAL 1.65 GBP" in out
+    assert "approved 1, rejected 0, return requested 2, screened out 1, skipped 1, failed 0" in out
+    assert money_calls(fake_prolific) == expected_calls(study, ids)
+    remote = {k: fake_prolific.submissions[sid] for k, sid in ids.items()}
+    assert [remote[k]["status"] for k in "ABCDE"] == ["AWAITING REVIEW", "SCREENED OUT", "AWAITING REVIEW",
+                                                      "APPROVED", "AWAITING REVIEW"]
+    assert fake_prolific.return_requests == [ids["A"], ids["C"]] and fake_prolific.screen_outs == [(ids["B"], "0.15")]
+    assert fake_prolific.pay_calls == []
+    ours = {s.submission_id: (s.review_action, s.status) for s in study.submissions.all()}
+    assert [ours[ids[k]] for k in "ABCDE"] == [("RETURN", "AWAITING REVIEW"), ("SCREEN_OUT", "SCREENED OUT"),
+                                               ("RETURN", "AWAITING REVIEW"), ("APPROVE", "AWAITING REVIEW"),
+                                               ("", "AWAITING REVIEW")]
+    # a second review sends nothing: E stays for a person
+    n = len(fake_prolific.calls)
+    out = run_command("prolific", "review", name, "--yes")
+    assert "approved 0, rejected 0, return requested 0, screened out 0, skipped 1, failed 0" in out
+    assert len(fake_prolific.calls) == n
+    # A returns the study as asked: the sync records it
+    fake_prolific.set_status(ids["A"], "RETURNED")
+    sync_study(study, api_for(study))
+    assert study.submissions.get(submission_id=ids["A"]).status == "RETURNED"
+
+
+def _confirm_fields(html: str) -> dict:
+    form = html[html.index('id="review-confirm-form"'):]
+    return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form[:form.index("</form>")]))
+
+
+def test_owner_page_shows_the_plan_and_sends_only_the_plan_it_showed(fake_prolific, dataset, owner, client):
+    study, ids = review_case(fake_prolific, dataset, owner)
+    client.force_login(owner)
+    url = reverse("crowd:campaign-prolific-action", args=[study.campaign.name, "review"])
+    before = len(fake_prolific.calls)
+    html = client.get(reverse("crowd:campaign-prolific", args=[study.campaign.name])).content.decode()
+    assert 'id="review-confirm-form"' not in html  # no plan shown: nothing to confirm
+
+    html = client.post(url, {"min_seconds": "3"}, follow=True).content.decode()
+    plan = html[html.index('id="review-plan"'):]
+    plan = plan[:plan.index("</pre>")]
+    for k, action in zip("ABCDE", ("RETURN", "SCREEN_OUT", "RETURN", "APPROVE", "SKIP")):
+        assert f"{action} {ids[k]}" in plan
+    assert "TOTAL 1.65 GBP" in plan and re.search(r'id="review-total">1\.65 GBP<', html)
+    assert len(fake_prolific.calls) == before  # showing the plan sent nothing
+    fields = _confirm_fields(html)
+    assert fields["min_seconds"] == "3" and len(fields["confirm"]) == 64
+
+    # a plan other than the one shown is refused: another fingerprint, or other thresholds (D too fast)
+    for changed in ({**fields, "confirm": "0" * 64}, {**fields, "min_seconds": "60"}):
+        client.post(url, {"min_seconds": "3"})  # shown again
+        html = client.post(url, changed, follow=True).content.decode()
+        assert "the plan is not the one shown" in html and 'id="review-confirm-form"' not in html
+    assert money_calls(fake_prolific) == []
+
+    fields = _confirm_fields(client.post(url, {"min_seconds": "3"}, follow=True).content.decode())
+    html = client.post(url, fields, follow=True).content.decode()
+    assert "approved 1, rejected 0, return requested 2, screened out 1, skipped 1, failed 0" in html
+    assert money_calls(fake_prolific) == expected_calls(study, ids)
+    assert fake_prolific.pay_calls == [] and study.submissions.get(submission_id=ids["D"]).reviewed_by == "olive"
+    n = len(fake_prolific.calls)  # the plan was used up: sending it again is refused
+    assert "the plan is not the one shown" in client.post(url, fields, follow=True).content.decode()
+    assert len(fake_prolific.calls) == n
+
+
+def test_a_screened_out_session_is_paid_the_studys_own_fixed_screen_out_amount(fake_prolific, dataset, owner):
+    from crowd.prolific.study import completion_codes_body
+
+    study = make_study(fake_prolific, dataset, owner, gold=1, gold_every=3, bundle=3, practice=2, practice_pass=1.0)
+    body = completion_codes_body(CODES, reward=150, places=50, screen_out_reward=20)  # 0.20, not the default 0.15
+    study.request = {"completion_codes": body}
+    study.save(update_fields=["request"])
+    fake_prolific.studies[study.study_id]["completion_codes"] = body  # the fake checks the amount against it
+    s, sid = arrive(fake_prolific, study)
+    for item in journey.practice_items(study.campaign):
+        journey.answer_practice(s, item["key"], {"relevance": "5", "thoroughness": "2"})
+    assert s.outcome == ParticipantSession.SCREENED_OUT and s.completion_code == CODES["screened_out"]
+    fake_prolific.complete(sid, "NOCODE")  # back on Prolific without the screen-out code
+    sync_study(study, api_for(study))
+    out = run_command("prolific", "review", study.campaign.name)
+    assert f"SCREEN_OUT {sid}" in out and "pays 0.20 GBP" in out and "TOTAL 0.20 GBP" in out
+    assert money_calls(fake_prolific) == []
+    out = run_command("prolific", "review", study.campaign.name, "--yes")
+    assert "screened out 1" in out and fake_prolific.screen_outs == [(sid, "0.20")]
+    assert study.submissions.get(submission_id=sid).status == "SCREENED OUT"
 
 
 # --- bonuses ----------------------------------------------------------------------------------------

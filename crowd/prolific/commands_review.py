@@ -3,7 +3,8 @@
     manage.py prolific sync CAMPAIGN                      # poll Prolific's submissions now
     manage.py prolific approve CAMPAIGN SUBMISSION_ID...  # bulk approve (reviewable ones only)
     manage.py prolific reject CAMPAIGN SUBMISSION_ID --category LOW_EFFORT --message "... >= 100 chars"
-    manage.py prolific review CAMPAIGN --min-gold-accuracy 0.7 --max-attention-failures 1 --min-seconds 3 [--yes]
+    manage.py prolific review CAMPAIGN --min-gold-accuracy 0.7 --max-attention-failures 1 --min-seconds 3
+                                                      # lists the plan (a dry run); --yes sends it
     manage.py prolific bonus CAMPAIGN FILE.csv [--key K] [--reason R]   # creates the bulk bonus (pays nothing)
     manage.py prolific pay CAMPAIGN BONUS_ID              # pays it once (reads Prolific's state first if unsure)
     manage.py prolific reconcile CAMPAIGN
@@ -116,31 +117,35 @@ def reject_handle(options, stdout):
 
 # -- review by rules -------------------------------------------------------------------------------
 def review_args(parser):
-    """Approve/reject submissions awaiting review by rules (a preview without --yes)."""
+    """Review submissions awaiting review by rules: a dry run listing what would be paid and why
+    (the default); --yes sends it."""
     _campaign_arg(parser)
     parser.add_argument("--min-gold-accuracy", type=float, default=None, help="reject below this gold accuracy (0-1)")
     parser.add_argument("--max-attention-failures", type=int, default=None,
                         help="reject above this many failed attention checks (default: the campaign's)")
     parser.add_argument("--min-seconds", type=float, default=None,
                         help="reject a median below this many seconds per task")
-    parser.add_argument("--yes", action="store_true", help="send the decisions (without it: a preview)")
+    parser.add_argument("--dry-run", action="store_true", help="list the plan and send nothing (the default)")
+    parser.add_argument("--yes", action="store_true", help="send the plan (after listing it)")
 
 
 @_run
 def review_handle(options, stdout):
-    """Run ``manage.py prolific review`` (see :func:`review_args`)."""
+    """Run ``manage.py prolific review`` (see :func:`review_args`): the plan (per submission what
+    it pays and why, then the total) is always printed first; nothing is sent without ``--yes``."""
+    if options["yes"] and options.get("dry_run"):
+        raise CommandError("--dry-run and --yes contradict each other: give one")
     study = _study(options)
     verdicts = review.rule_verdicts(study, min_gold_accuracy=options["min_gold_accuracy"],
                                     max_attention_failures=options["max_attention_failures"],
                                     min_seconds=options["min_seconds"])
-    for v in verdicts:
-        stdout.write(v.line() + "\n")
+    for line in review.plan_lines(study, verdicts, limit=len(verdicts)):
+        stdout.write(line + "\n")
     if not options["yes"]:
-        stdout.write(f"PREVIEW: {len(verdicts)} verdicts, nothing sent (add --yes to send them)\n")
+        stdout.write(f"PREVIEW (dry run): {len(verdicts)} submissions, nothing sent (add --yes to send this plan)\n")
         return
     r = review.bulk_review(study, _api(study), verdicts)
-    stdout.write(f"approved {len(r['approved'])}, rejected {len(r['rejected'])}, skipped {len(r['skipped'])}, "
-                 f"failed {len(r['failed'])}\n")
+    stdout.write(review.result_line(r) + "\n")
     for sid, why in r["failed"]:
         stdout.write(f"  failed {sid}: {why}\n")
 

@@ -110,6 +110,11 @@ def study_url(campaign: Campaign, site_url: str) -> str:
     return f"{site_url.rstrip('/')}{reverse('crowd:prolific-start', args=[campaign.name])}?{PLACEHOLDER_QUERY}"
 
 
+def default_screen_out_reward(reward: int) -> int:
+    """The fixed screen-out payment when none is given: a tenth of ``reward``, at least 1 (minor units)."""
+    return max(1, reward // 10)
+
+
 def completion_codes_body(codes: dict, *, reward: int, places: int, screen_out_reward: int | None = None,
                           auto_approve: bool = False) -> list[dict]:
     """The ``completion_codes`` list for ``codes`` ({outcome: code}) per :data:`OUTCOME_CODES`
@@ -117,7 +122,7 @@ def completion_codes_body(codes: dict, *, reward: int, places: int, screen_out_r
     ``screen_out_reward`` minor units (default a tenth of the reward, at least 1; must be below
     ``reward``) to at most ``places`` screened-out participants."""
     if screen_out_reward is None:
-        screen_out_reward = max(1, reward // 10)
+        screen_out_reward = default_screen_out_reward(reward)
     _positive_int(screen_out_reward, "the screen-out reward")
     if screen_out_reward >= reward:
         raise StudyError(f"the screen-out reward ({screen_out_reward}) must be below the reward ({reward})")
@@ -132,6 +137,34 @@ def completion_codes_body(codes: dict, *, reward: int, places: int, screen_out_r
             entry.update(fixed_screen_out_reward=screen_out_reward, slots=places)
         out.append({"code": codes[outcome], "code_type": code_type, "actor": "participant", "actions": [entry]})
     return out
+
+
+def outcome_code(study: ProlificStudy, outcome: str) -> dict | None:
+    """The completion code ``study`` gives for a session ``outcome``: ``{"code", "code_type",
+    "actions": [{"action", ...}, ...]}`` as sent in the create body (``study.request``), else built
+    from :data:`OUTCOME_CODES`; None when the study has no code for that outcome (returned, timed
+    out, no task)."""
+    code = (study.completion_codes or {}).get(outcome)
+    if not code:
+        return None
+    for entry in (study.request or {}).get("completion_codes", []):
+        if isinstance(entry, dict) and entry.get("code") == code:
+            actions = [a for a in entry.get("actions", []) if isinstance(a, dict)]
+            return {"code": code, "code_type": entry.get("code_type", "?"), "actions": actions}
+    code_type, action = OUTCOME_CODES.get(outcome, ("?", "?"))
+    return {"code": code, "code_type": code_type, "actions": [{"action": action}]}
+
+
+def screen_out_reward(study: ProlificStudy) -> int:
+    """The fixed payment of a screened-out participant of ``study``, minor units: the
+    ``fixed_screen_out_reward`` of its FIXED_SCREEN_OUT_PAYMENT code as sent, else the default
+    (:func:`default_screen_out_reward` of the reward)."""
+    entry = outcome_code(study, PS.SCREENED_OUT) or {"actions": []}
+    for action in entry["actions"]:
+        amount = action.get("fixed_screen_out_reward")
+        if action.get("action") == "FIXED_SCREEN_OUT_PAYMENT" and isinstance(amount, int) and amount > 0:
+            return amount
+    return default_screen_out_reward(study.reward)
 
 
 def study_body(campaign: Campaign, *, reward: int, estimated_minutes: int, site_url: str, places=None,
@@ -349,4 +382,4 @@ def places_left(study: ProlificStudy, remote: dict) -> int | None:
 
 
 __all__ = ["OUTCOME_CODES", "StudyError", "study_body", "create_draft", "cost", "cost_lines", "publish", "pause",
-           "resume", "stop", "add_places", "refresh", "study_of", "check_filters"]
+           "resume", "stop", "add_places", "refresh", "study_of", "check_filters", "outcome_code", "screen_out_reward"]

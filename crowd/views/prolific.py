@@ -12,7 +12,9 @@ every action is a POST (with CSRF) to ``campaigns/<name>/prolific/<action>/``. T
 create (the draft; "dry run" shows the body and creates nothing), cost, publish (only once the
 cost was shown on the page, in this browser session, for the current reward and places, and with
 the campaign name typed as confirmation: it spends real money), pause, resume, stop, add-places.
-Submissions: sync, approve (selected), review (by rules; a preview unless "apply" is ticked),
+Submissions: sync, approve (selected), review (by rules: first the plan, what each submission would
+be paid and why and the total, kept in the browser session; then "Send this plan", refused unless
+the plan worked out again is exactly the one shown),
 reject (category + message), bonus (create from CSV), pay, reconcile. Errors come back as one-line
 messages. Only the campaign's owners reach any of it (404 otherwise).
 """
@@ -48,6 +50,10 @@ ACTIONS = (*STUDY_ACTIONS, "sync", "approve", "review", "reject", "bonus", "pay"
 #: Prolific statuses of a submission that no longer hold a place (its documentation: returned, timed out, rejected)
 FREED_STATUSES = ("RETURNED", "TIMED-OUT", "REJECTED")
 MAX_FILTERS_CHARS = 20_000
+#: request.session key prefix (+ campaign pk) of the review plan shown on the page
+PLAN_KEY = "prolific_review_plan_"
+PLAN_VALID_SECONDS = 3600
+REVIEW_FIELDS = ("min_gold", "max_attention", "min_seconds")
 
 
 @csrf_exempt
@@ -97,14 +103,13 @@ def study_events(study):
 def code_rows(study) -> list[dict]:
     """The study's completion codes: ``{"outcome", "code", "code_type", "action"}`` per outcome,
     the type and action as sent in the create body (else :data:`crowd.prolific.study.OUTCOME_CODES`)."""
-    sent = {c.get("code"): c for c in (study.request or {}).get("completion_codes", []) if isinstance(c, dict)}
     rows = []
-    for outcome, code in (study.completion_codes or {}).items():
-        code_type, action = st.OUTCOME_CODES.get(outcome, ("?", "?"))
-        if code in sent:
-            code_type = sent[code].get("code_type", code_type)
-            action = ", ".join(a.get("action", "?") for a in sent[code].get("actions", []) if isinstance(a, dict)) or action
-        rows.append({"outcome": outcome, "code": code, "code_type": code_type, "action": action})
+    for outcome in (study.completion_codes or {}):
+        entry = st.outcome_code(study, outcome)
+        if entry is None:
+            continue
+        action = ", ".join(a.get("action", "?") for a in entry["actions"]) or st.OUTCOME_CODES.get(outcome, ("?", "?"))[1]
+        rows.append({"outcome": outcome, "code": entry["code"], "code_type": entry["code_type"], "action": action})
     return rows
 
 
@@ -143,7 +148,7 @@ def page(request, name):
         "codes": code_rows(study) if study is not None else [],
         "study_url": (study.request or {}).get("external_study_url", "") if study is not None else "",
         "reward_money": st.money(study.reward) if study is not None else "",
-        "cost_shown": cost_shown(request, campaign, study),
+        "cost_shown": cost_shown(request, campaign, study), "review_plan": review_plan(request, campaign),
         "can_publish": created and status in ("", "UNPUBLISHED") and not study.published_at,
         "can_pause": created and status == "ACTIVE", "can_resume": created and status == "PAUSED",
         "can_stop": created and status in ("ACTIVE", "PAUSED"),
@@ -251,6 +256,51 @@ def _lifecycle(request, campaign, study, api, action: str) -> list[str]:
     raise Http404("unknown action")
 
 
+def _review_thresholds(post) -> dict:
+    """The review form's thresholds as typed (strings, "" for off), at most 20 characters each."""
+    return {name: str(post.get(name, "")).strip()[:20] for name in REVIEW_FIELDS}
+
+
+def review_plan(request, campaign) -> dict | None:
+    """The review plan this browser session was shown for ``campaign`` (``{"plan", "thresholds",
+    "lines", "total", "at"}``) if less than :data:`PLAN_VALID_SECONDS` old, else None."""
+    shown = request.session.get(f"{PLAN_KEY}{campaign.pk}")
+    if (not isinstance(shown, dict) or not isinstance(shown.get("at"), (int, float))
+            or time.time() - shown["at"] > PLAN_VALID_SECONDS):
+        return None
+    return shown
+
+
+def _review(request, campaign, study, api) -> list[str]:
+    """The "review" action. Without ``confirm``: work out the plan (per submission what it pays and
+    why, and the total), show it and keep it in the browser session; nothing is sent. With
+    ``confirm`` (the fingerprint of the plan shown): send it, only if the plan worked out now from
+    the same thresholds is still exactly the one shown (else refused: look at the new plan)."""
+    post, user = request.POST, request.user.get_username()
+    typed = _review_thresholds(post)
+    mi = typed["max_attention"]
+    if mi and not (mi.isascii() and mi.isdigit()):
+        raise review.ReviewError(f"the maximum number of attention failures must be a whole number, not {mi!r}")
+    verdicts = review.rule_verdicts(study, min_gold_accuracy=_float(typed, "min_gold"),
+                                    max_attention_failures=int(mi) if mi else None,
+                                    min_seconds=_float(typed, "min_seconds"))
+    key, fingerprint = f"{PLAN_KEY}{campaign.pk}", review.plan_key(verdicts)
+    lines = review.plan_lines(study, verdicts)
+    confirm = str(post.get("confirm", "")).strip()
+    if not confirm:
+        request.session[key] = {"plan": fingerprint, "thresholds": typed, "lines": lines, "at": time.time(),
+                                "total": f"{st.money(review.plan_summary(study, verdicts)['total'])} {study.currency}"}
+        return ["PLAN, nothing sent yet (check it, then press 'Send this plan' below):", *lines]
+    shown = review_plan(request, campaign)
+    if shown is None or shown["plan"] != confirm or confirm != fingerprint:
+        request.session.pop(key, None)
+        raise review.ReviewError("the plan is not the one shown (submissions or thresholds changed, or it is over an "
+                                 "hour old): show the plan again; nothing was sent")
+    request.session.pop(key, None)
+    r = review.bulk_review(study, api, verdicts, user=user)
+    return [*lines, review.result_line(r), *(f"  failed {sid}: {why}" for sid, why in r["failed"])]
+
+
 def _run(request, campaign, action: str) -> list[str]:
     """Perform ``action``; returns the lines to show. Raises the module errors for the caller."""
     post, user = request.POST, request.user.get_username()
@@ -272,16 +322,7 @@ def _run(request, campaign, action: str) -> list[str]:
         return [f"approved {len(r['approved'])}, skipped {len(r['skipped'])}",
                 *(f"  skipped {sid}: {why}" for sid, why in r["skipped"])]
     if action == "review":
-        mi = post.get("max_attention", "").strip()
-        verdicts = review.rule_verdicts(study, min_gold_accuracy=_float(post, "min_gold"),
-                                        max_attention_failures=int(mi) if mi else None,
-                                        min_seconds=_float(post, "min_seconds"))
-        lines = [v.line() for v in verdicts[:300]]
-        if not post.get("apply"):
-            return ["PREVIEW, nothing sent (tick 'apply' to send):", *lines]
-        r = review.bulk_review(study, api, verdicts, user=user)
-        return [*lines, f"approved {len(r['approved'])}, rejected {len(r['rejected'])}, skipped {len(r['skipped'])}, "
-                        f"failed {len(r['failed'])}", *(f"  failed {sid}: {why}" for sid, why in r["failed"])]
+        return _review(request, campaign, study, api)
     if action == "reject":
         category, message = review.check_rejection(post.get("category", ""), post.get("message", ""))
         sid = post.get("submission", "").strip()

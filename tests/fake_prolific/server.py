@@ -102,7 +102,9 @@ class FakeProlific:
     ``calls``: every request received, as ``(method, path, body)`` with ``path`` relative to
     ``/api/v1/`` and without the query (``body`` the parsed JSON, None without one), including
     refused and faulted ones; ``log``: the same as dicts with ``query`` and ``status`` too;
-    ``pay_calls``: the bonus ids of every pay call that took effect; ``slow_seconds``: how long a
+    ``pay_calls``: the bonus ids of every pay call that took effect; ``return_requests``: the
+    submission ids of every return request that took effect; ``screen_outs``: ``(submission id,
+    amount paid in major units)`` of every screen-out that took effect; ``slow_seconds``: how long a
     timed-out call waits before answering (longer than the client's timeout)."""
 
     def __init__(self, token: str = "test-token", page_size: int = 2, webhook_secret: str = "whsec-test"):
@@ -114,6 +116,8 @@ class FakeProlific:
         self.calls: list[tuple[str, str, object]] = []
         self.log: list[dict] = []
         self.pay_calls: list[str] = []
+        self.return_requests: list[str] = []
+        self.screen_outs: list[tuple[str, str]] = []
         self.slow_seconds = 3.0
         self.lock = threading.RLock()
         self._faults: list[_Fault] = []

@@ -8,6 +8,16 @@ requests as Prolific's API reference documents them ("Submissions", "Bonuses", "
                                                 characters; only from AWAITING REVIEW; repeating the transition
                                                 that already happened is a no-op (idempotent, as documented)
     POST  submissions/bulk-approve/             {"submission_ids": [...]} or {"study_id", "participant_ids": [...]}
+    POST  submissions/{id}/request-return/      {"request_return_reasons": [text, ...]}: only for AWAITING REVIEW;
+                                                the submission stays AWAITING REVIEW with ``return_requested``
+                                                set (the participant returns it or not); recorded in
+                                                ``fake.return_requests``
+    POST  studies/{id}/screen-out-submissions/  {"submission_ids": [...], "bonus_per_submission": 0.15[,
+                                                "increase_places": bool]}: the amount in MAJOR units, below the
+                                                reward and, when the study has a FIXED_SCREEN_OUT_PAYMENT code,
+                                                equal to its fixed_screen_out_reward; the submissions (ACTIVE or
+                                                AWAITING REVIEW, of that study) become SCREENED OUT and are paid
+                                                it: recorded in ``fake.screen_outs``
     POST  submissions/bonus-payments/           {"study_id", "csv_bonuses": "participant_id,amount\\n..."}:
                                                 amounts are decimals in MAJOR units ("1.50"); the fake refuses
                                                 anything else, unknown participants, and (stricter than Prolific)
@@ -116,6 +126,62 @@ def bulk_approve(fake, match, body, query):
         s["status"] = "APPROVED"
         fake._refresh_study(s["study_id"])
     return 200, "The request to bulk approve has been made successfully."
+
+
+@route("POST", SUB + r"request-return/")
+def request_return(fake, match, body, query):
+    sub = _sub(fake, match["id"])
+    reasons = body.get("request_return_reasons")
+    if set(body) != {"request_return_reasons"} or not isinstance(reasons, list) or not reasons \
+            or not all(isinstance(r, str) and r.strip() for r in reasons):
+        raise Invalid("the body must be {request_return_reasons: [non-empty strings]}")
+    if sub["status"] != "AWAITING REVIEW":
+        raise Invalid(f"a return can only be requested for a submission awaiting review, not {sub['status']}")
+    sub["return_requested"], sub["request_return_reasons"] = now_iso(), list(reasons)
+    fake.return_requests.append(sub["id"])
+    return 200, {"id": sub["id"], "status": sub["status"], "participant": sub["participant_id"],
+                 "return_requested": sub["return_requested"]}
+
+
+def _fixed_screen_out(study: dict):
+    for entry in study.get("completion_codes") or []:
+        for action in entry.get("actions") or []:
+            if action.get("action") == "FIXED_SCREEN_OUT_PAYMENT":
+                return action.get("fixed_screen_out_reward")
+    return None
+
+
+@route("POST", r"studies/(?P<id>[0-9a-f]{24})/screen-out-submissions/")
+def screen_out_submissions(fake, match, body, query):
+    study = fake.study(match["id"])
+    unknown = set(body) - {"submission_ids", "bonus_per_submission", "increase_places"}
+    if unknown:
+        raise Invalid(f"unknown fields: {', '.join(sorted(unknown))}")
+    ids, amount = body.get("submission_ids"), body.get("bonus_per_submission")
+    if not isinstance(ids, list) or not ids or not all(isinstance(x, str) for x in ids):
+        raise Invalid("submission_ids must be a non-empty list of ids")
+    if not isinstance(body.get("increase_places", False), bool):
+        raise Invalid("increase_places must be a boolean")
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount <= 0:
+        raise Invalid("bonus_per_submission must be a positive amount in major units, e.g. 0.15")
+    value = Decimal(str(amount))
+    if value != value.quantize(Decimal("0.01")) or value * 100 >= study["reward"]:
+        raise Invalid("bonus_per_submission is in major units (two decimals) and must be below the reward")
+    fixed = _fixed_screen_out(study)
+    if fixed is not None and value * 100 != fixed:
+        raise Invalid(f"this study pays a fixed screen-out reward of {fixed} (minor units), not {amount}")
+    subs = [fake.submissions.get(x) for x in ids]
+    if any(s is None or s["study_id"] != study["id"] for s in subs):
+        raise Invalid("every submission must belong to the study")
+    wrong = [s["id"] for s in subs if s["status"] not in ("ACTIVE", "AWAITING REVIEW")]
+    if wrong:
+        raise Invalid(f"submissions that cannot be screened out: {', '.join(wrong[:20])}")
+    for s in subs:
+        s["status"] = "SCREENED OUT"
+        fake.screen_outs.append((s["id"], f"{value:.2f}"))
+    fake._refresh_study(study["id"])
+    return 200, {"message": "The request to bulk screen out has been made successfully.",
+                 "payment_per_participant": {"amount": float(value), "currency": study.get("currency", "GBP")}}
 
 
 @route("POST", r"submissions/bonus-payments/")
