@@ -15,7 +15,8 @@ Guarantees (tested under concurrency on PostgreSQL, ``tests/test_campaign_concur
   (``Assignment.verified=False``): stored, never lost, but holding no slot, never counted, never
   graded as gold and never the reason for a block until the provider's own records confirm them
   (:func:`confirm_claim`, run by the collector); unconfirmed ones are released after their deadline
-  plus a grace period (:func:`release_unconfirmed`). A claim never evicts anyone;
+  plus a grace period (:func:`release_unconfirmed`), or at once when the provider refuses them
+  (:func:`release_claims`). A claim never evicts anyone, and one provider id is one pending claim;
 * in a local campaign with gold, a worker's judgments count only once they have passed the
   minimum gold checks; until then they are stored with ``awaiting_gold``, hold no slot, and are
   counted afterwards, each once, where their item still has a free slot (:func:`count_awaiting_gold`);
@@ -39,7 +40,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, Q, Subquery
+from django.db.models import Case, Count, Exists, F, IntegerField, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -521,7 +522,7 @@ def _reopen(item_ids) -> None:
 
 
 def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_ref="", verified=True,
-                    session=None) -> Assignment:
+                    session=None, source="") -> Assignment:
     spec = get_kind(campaign.kind)
     seed = secrets.randbits(62)
     return Assignment.objects.create(
@@ -529,22 +530,24 @@ def _new_assignment(campaign, item, worker, slot, now, *, order=None, provider_r
         deadline=now + timedelta(seconds=campaign.assignment_seconds), seed=seed,
         order=spec.presentation_order(item.payload, random.Random(seed)) if order is None else order,
         template_version=campaign.template_version, provider_ref=provider_ref, verified=verified,
-        session=session,
+        session=session, claim_source=source if not verified else "",
     )
 
 
 def accept_item(
     campaign: Campaign, worker: Worker, item: Item, *, provider_ref: str, order: dict | None = None,
-    accepted_at=None, enforce: bool = True, verified: bool = True,
+    accepted_at=None, enforce: bool = True, verified: bool = True, source: str = "",
 ) -> Assignment:
     """Open an assignment of a *given* item for a provider's assignment ``provider_ref`` (e.g. an
     MTurk AssignmentId: MTurk, not we, chose the item and the worker). Idempotent: the same
     ``provider_ref`` (and, for a claim, the same claimed worker) returns the existing assignment.
 
     ``verified=False`` records a *claim*: the identity came from URL parameters anyone can type.
-    A claim holds no slot, never counts, is never graded as gold and never evicts anyone; every
-    claim is recorded (several workers may claim the same ``provider_ref``), and only the one the
-    provider confirms becomes verified (:func:`confirm_claim`). ``verified=True`` (the provider's
+    A claim holds no slot, never counts, is never graded as gold and never evicts anyone; it becomes
+    verified only when the provider confirms it (:func:`confirm_claim`). One ``provider_ref`` is one
+    pending claim: while it waits, the same id claimed by another worker or for another item raises
+    Conflict ``claimed`` (a database constraint backs this); ``source`` is stored with a claim (the
+    keyed hash of the client address, :func:`crowd.providers.claims.source_of`). ``verified=True`` (the provider's
     own records, e.g. the MTurk collector) takes a free slot if there is one; if there is none the
     assignment is stored without a slot (its submission then counts only if a slot is free) --
     nobody is ever evicted: the provider itself limits how many workers hold its task.
@@ -563,6 +566,8 @@ def accept_item(
         return existing
     if not verified and Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref, verified=True).exists():
         raise Conflict(f"assignment {provider_ref} belongs to another worker or item", "foreign")
+    if not verified and pending_claims(campaign).filter(provider_ref=provider_ref).exists():
+        raise Conflict(f"assignment {provider_ref} is already claimed by another worker or for another item", "claimed")
     if enforce:
         reason = unavailable_reason(campaign, worker)
         if reason:
@@ -574,7 +579,7 @@ def accept_item(
                 if Assignment.objects.filter(item=item, worker=worker, verified=True).exists():
                     raise Conflict("this worker has already done this item (in another HIT or batch)", "duplicate")
                 return _new_assignment(campaign, item, worker, None, now, order=order, provider_ref=provider_ref,
-                                       verified=False)
+                                       verified=False, source=source)
             Item.objects.select_for_update().get(pk=item.pk)
             if Assignment.objects.filter(item=item, worker=worker, verified=True).exists():
                 raise Conflict("this worker has already done this item (in another HIT or batch)", "duplicate")
@@ -591,6 +596,9 @@ def accept_item(
             Assignment.objects.filter(campaign=campaign, provider_ref=provider_ref, verified=True).first())
         if existing:
             return existing
+        if not verified and pending_claims(campaign).filter(provider_ref=provider_ref).exists():
+            raise Conflict(f"assignment {provider_ref} is already claimed by another worker or for another item",
+                           "claimed") from None
         raise Conflict("the task could not be claimed; please try again", "retry") from None
 
 
@@ -758,6 +766,8 @@ def submit(
         a.submitted_at, a.late, a.counted, a.answer = now, late, counted, answer
         a.submit_key = submit_key
         a.work_seconds = (now - a.accepted_at).total_seconds()
+        if not a.verified:  # a claim with an answer: ask the provider about it first (crowd.engine.due_claims)
+            a.claim_next_check = None
         if a.item.is_gold and a.verified:  # a claim's gold answer is graded once confirmed
             a.gold_correct = spec.check_gold(answer, a.item.gold)
         a.save()
@@ -879,6 +889,47 @@ def pending_claims(campaign: Campaign | None = None):
     return qs.filter(campaign=campaign) if campaign is not None else qs
 
 
+def due_claims(claims, *, now=None):
+    """Of ``claims`` (a queryset of assignments), the pending ones due to be asked about now
+    (``claim_next_check`` empty or past), in the order to ask: claims with an answer first (their
+    confirmation is what a worker waits for), then the ones never asked, then the longest due."""
+    now = now or timezone.now()
+    return (claims.filter(verified=False, claim_released_at__isnull=True)
+            .filter(Q(claim_next_check__isnull=True) | Q(claim_next_check__lte=now))
+            .annotate(_answered=Case(When(state__in=Assignment.DONE_STATES, then=Value(0)), default=Value(1),
+                                     output_field=IntegerField()))
+            .order_by("_answered", F("claim_next_check").asc(nulls_first=True), "pk"))
+
+
+def ask_again(claim_ids, *, now=None, base_seconds: float | None = None) -> None:
+    """The provider neither confirmed nor refused these claims (e.g. MTurk: the assignment exists
+    but is not submitted yet): count the check and ask again after ``base_seconds`` (default
+    ``settings.CLAIM_VERIFY_SECONDS``, 120) times 2 ** (checks so far), at most an hour later, so a
+    claim pending for its whole deadline plus grace is asked about a handful of times."""
+    from django.conf import settings
+
+    now = now or timezone.now()
+    base = float(getattr(settings, "CLAIM_VERIFY_SECONDS", 120) if base_seconds is None else base_seconds)
+    for a in Assignment.objects.filter(pk__in=list(claim_ids)).only("pk", "claim_checks"):
+        wait = min(base * 2 ** a.claim_checks, 3600.0)
+        Assignment.objects.filter(pk=a.pk).update(claim_checks=a.claim_checks + 1,
+                                                  claim_next_check=now + timedelta(seconds=wait))
+
+
+def release_claims(claims, reason: str, *, now=None) -> int:
+    """Stop waiting for the provider on the pending claims among ``claims`` (a queryset of
+    assignments): each gets ``claim_released_at`` = ``now`` and ``reason`` as its
+    ``return_reason``, and an accepted one expires (it held no slot: nothing else changes). Used when
+    the provider refuses a claim (:mod:`crowd.mturk.collect`) and by :func:`release_unconfirmed`.
+    The rows and answers stay; a later collection that finds the assignment in the provider's
+    records still confirms it. Returns the number released."""
+    now = now or timezone.now()
+    claims = claims.filter(verified=False, claim_released_at__isnull=True)
+    with transaction.atomic():
+        claims.filter(state=ACTIVE).update(state=Assignment.EXPIRED, expired_at=now)
+        return claims.update(claim_released_at=now, return_reason=_text(reason)[:1000])
+
+
 def release_unconfirmed(campaign: Campaign | None = None, *, now=None, grace_seconds: int | None = None) -> int:
     """Release the claims the provider has not confirmed by their deadline (accepted_at + the
     assignment duration) plus ``grace_seconds`` (default :func:`claim_grace_seconds`): an accepted
@@ -889,10 +940,7 @@ def release_unconfirmed(campaign: Campaign | None = None, *, now=None, grace_sec
     now = now or timezone.now()
     grace = claim_grace_seconds() if grace_seconds is None else grace_seconds
     due = pending_claims(campaign).filter(deadline__lte=now - timedelta(seconds=grace))
-    with transaction.atomic():
-        due.filter(state=ACTIVE).update(state=Assignment.EXPIRED, expired_at=now,
-                                        return_reason="claim never confirmed by the provider")
-        return due.update(claim_released_at=now)
+    return release_claims(due, "claim never confirmed by the provider", now=now)
 
 
 def update_worker_status(campaign: Campaign, worker: Worker) -> str:

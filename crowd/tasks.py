@@ -23,9 +23,10 @@ def collect_mturk() -> dict:
 @shared_task(name="crowd.verify_claims")
 def verify_claims() -> dict:
     """Confirm pending provider claims (e.g. MTurk assignments opened from URL parameters) with the
-    provider's own records, then release those unconfirmed past their deadline plus
-    ``PROVIDER_CLAIM_GRACE_SECONDS`` (:func:`crowd.providers.verify_all`). Scheduled every
-    ``CLAIM_VERIFY_SECONDS`` (120). Returns {"confirmed": n, "released": n}."""
+    provider's own records -- the due ones, in one batch within the provider's throttle (MTurk:
+    ``MTURK_VERIFY_RATE``), releasing at once the ones it refuses -- then release those unconfirmed
+    past their deadline plus ``PROVIDER_CLAIM_GRACE_SECONDS`` (:func:`crowd.providers.verify_all`).
+    Scheduled every ``CLAIM_VERIFY_SECONDS`` (120). Returns {"confirmed": n, "released": n}."""
     from .providers import verify_all
 
     return verify_all()

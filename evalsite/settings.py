@@ -214,13 +214,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "1800")),
     "socket_connect_timeout": 3, "socket_timeout": 5,
 }
+# How often claimed provider identities are checked (also the first back-off step, crowd.engine.ask_again).
+CLAIM_VERIFY_SECONDS = float(os.environ.get("CLAIM_VERIFY_SECONDS", "120"))
 # `celery -A evalsite beat` runs these; expired assignments give their slot back to the pool;
 # unfinished metric runs are queued again (a no-op for units already scored).
 CELERY_BEAT_SCHEDULE = {
     "expire-assignments": {"task": "crowd.expire_assignments", "schedule": 60.0},
     "resume-metric-runs": {"task": "metrics.resume_runs", "schedule": 300.0, "options": {"expires": 290}},
     "collect-mturk": {"task": "crowd.collect_mturk", "schedule": float(os.environ.get("MTURK_COLLECT_SECONDS", "300"))},
-    "verify-claims": {"task": "crowd.verify_claims", "schedule": float(os.environ.get("CLAIM_VERIFY_SECONDS", "120"))},
+    "verify-claims": {"task": "crowd.verify_claims", "schedule": CLAIM_VERIFY_SECONDS},
     "sync-prolific": {"task": "crowd.sync_prolific", "schedule": float(os.environ.get("PROLIFIC_SYNC_SECONDS", "120")),
                       "options": {"expires": 110}},
     "expire-sessions": {"task": "crowd.expire_sessions", "schedule": 60.0},
@@ -228,6 +230,13 @@ CELERY_BEAT_SCHEDULE = {
 # Provider identities from URL parameters (an MTurk workerId) are claims until the provider
 # confirms them; unconfirmed ones are released this many seconds after their deadline.
 PROVIDER_CLAIM_GRACE_SECONDS = int(os.environ.get("PROVIDER_CLAIM_GRACE_SECONDS", "3600"))
+# Bounds on those claims (crowd.providers.claims): per client address, the claims the provider does not
+# know (pending, or refused within the hour); per HIT, the pending ones it does not know (0: no cap).
+PROVIDER_CLAIMS_PER_ADDRESS = int(os.environ.get("PROVIDER_CLAIMS_PER_ADDRESS", "20"))
+PROVIDER_CLAIMS_PER_HIT = int(os.environ.get("PROVIDER_CLAIMS_PER_HIT", "10"))
+# GetAssignment calls that check MTurk claims, per window over all campaigns of an environment (N/s, N/m,
+# N/h; 0: no limit), within the requester's API throttle (crowd.mturk.collect.verify_claims).
+MTURK_VERIFY_RATE = os.environ.get("MTURK_VERIFY_RATE", "20/m")
 
 # --- Campaigns ----------------------------------------------------------------------------------
 LOGIN_URL = "login"

@@ -88,8 +88,13 @@ class FakeMTurk:
 
     def get_assignment(self, AssignmentId):
         """GetAssignment: only an assignment this fake really made (a worker accepted its HIT), with
-        the answer XML of exactly what was posted to externalSubmit (our ``ce_token`` included)."""
+        the answer XML of exactly what was posted to externalSubmit (our ``ce_token`` included). As
+        MTurk documents it, only a Submitted, Approved or Rejected assignment is returned: an
+        accepted (or returned) one is a RequestError naming those statuses, an unknown id one saying
+        that it does not exist."""
         a = self._assignment(AssignmentId, "GetAssignment")
+        if a["AssignmentStatus"] not in ("Submitted", "Approved", "Rejected"):
+            raise _error("GetAssignment", "This operation can be called with a status of: Submitted, Approved, Rejected")
         hit = self.hits[a["HITId"]]
         return {"Assignment": dict(a), "HIT": {k: hit[k] for k in ("HITId", "HITTypeId", "HITStatus", "MaxAssignments")}}
 

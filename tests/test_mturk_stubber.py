@@ -688,9 +688,11 @@ def test_block_workers_blocked_by_quality_control_once(mturk, campaign):
 
 # --- verifying claims -----------------------------------------------------------------------------
 def test_verify_claims_get_assignment(mturk, campaign):
-    """The periodic verification asks GetAssignment about each pending claim (request and response
+    """The periodic verification asks GetAssignment about each due claim (request and response
     checked against the model): a claim MTurk records for that worker and HIT, whose answer carries
-    our token, is confirmed and counts; an AssignmentId MTurk does not know stays a claim."""
+    our token, is confirmed and counts; an AssignmentId MTurk does not know is refused and released
+    at once; one MTurk holds but has not received yet is asked about again later, and meanwhile not
+    at all."""
     from crowd.mturk import tokens
     from crowd.mturk.collect import verify_claims
 
@@ -701,6 +703,8 @@ def test_verify_claims_get_assignment(mturk, campaign):
     real = engine.accept_item(campaign, worker, item, provider_ref=assignment_id(1), verified=False)
     engine.submit(real.pk, worker, {"relevance": "4", "thoroughness": "3"})
     forged = engine.accept_item(campaign, mturk_worker("AW0000000002"), item, provider_ref="FORGED1", verified=False)
+    working = engine.accept_item(campaign, mturk_worker("AW0000000003"), item, provider_ref=assignment_id(3),
+                                 verified=False)
     real.refresh_from_db()
     assert (real.verified, real.counted, real.slot) == (False, False, None)
     answer = answers_xml({"relevance": "4", "thoroughness": "3", "item": str(item.pk), "order": "{}",
@@ -711,14 +715,24 @@ def test_verify_claims_get_assignment(mturk, campaign):
         "HIT": {"HITId": hit_id(1), "HITTypeId": HIT_TYPE, "HITStatus": "Assignable", "MaxAssignments": 3}},
         {"AssignmentId": assignment_id(1)})
     fail(stubber, "get_assignment", "Assignment FORGED1 does not exist. (1777896000000)", {"AssignmentId": "FORGED1"})
+    fail(stubber, "get_assignment", "This operation can be called with a status of: Submitted, Approved, Rejected "
+         "(1777896000000)", {"AssignmentId": assignment_id(3)})
 
     report = verify_claims(campaign, MTurkAPI.for_campaign(campaign, client=client))
 
     finish(stubber)
     assert report.confirmed == [assignment_id(1)] and report.unchanged == 1
-    assert report.unconfirmed == [["FORGED1", "RequestError: Assignment FORGED1 does not exist. (1777896000000)"]]
-    real.refresh_from_db()
-    forged.refresh_from_db()
+    assert report.refused == [["FORGED1", "Assignment FORGED1 does not exist. (1777896000000)"]]
+    assert report.unconfirmed == [[assignment_id(3), "not confirmed yet: asked again later"]]
+    for a in (real, forged, working):
+        a.refresh_from_db()
     assert (real.verified, real.counted, real.slot) == (True, True, 0)
-    assert (forged.verified, forged.slot, forged.state) == (False, None, Assignment.ACCEPTED)
+    assert (forged.verified, forged.slot, forged.state) == (False, None, Assignment.EXPIRED)
+    assert forged.claim_released_at is not None and "does not exist" in forged.return_reason
+    assert (working.state, working.claim_released_at, working.claim_checks) == (Assignment.ACCEPTED, None, 1)
+    assert working.claim_known_at is not None and working.claim_next_check > timezone.now()
     assert HumanJudgment.objects.filter(campaign=campaign, rater="mturk:AW0000000001").count() == 2
+    # nothing is due now: a second run sends nothing (the Stubber would refuse any call)
+    again = verify_claims(campaign, MTurkAPI.for_campaign(campaign, client=client))
+    assert (again.confirmed, again.refused, again.unconfirmed) == ([], [], [])
+    finish(stubber)

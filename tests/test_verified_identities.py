@@ -41,19 +41,28 @@ def fake():
         yield fake_mturk.fake_client("sandbox")
 
 
-@pytest.fixture
-def campaign(subset_dir, fake):
-    """A published MTurk rating campaign: k = 3, three gold HITs, blocks after 3 gold answers."""
-    run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
+def published_campaign(data_dir, *, images: int = 4, gold: int = 3) -> Campaign:
+    """A rating campaign "mt" (k = 3, $0.05) of ``images`` images and ``gold`` gold items over the
+    Flickr8k-Expert files in ``data_dir``, every item published as a HIT on the fake MTurk: live."""
+    run_command("import_dataset", "flickr8k-expert", str(data_dir), "--name", "sub")
     c = engine.create_campaign(Dataset.objects.get(name="sub"), "rating", name="mt", k=3,
-                               options={"images": 4, "gold": 3}, reward="0.05", provider=Campaign.MTURK, gold_every=0)
+                               options={"images": images, "gold": gold}, reward="0.05", provider=Campaign.MTURK,
+                               gold_every=0)
     config = pub.config_for(c)
     config.public_url = "https://captions.example.org"
     config.save()
     report = pub.publish_batch(c, MTurkAPI.for_campaign(c))
     assert report.created == c.items.count() and not report.failed
     c.refresh_from_db()
-    assert c.state == Campaign.LIVE and c.gold_min_answers == 3
+    assert c.state == Campaign.LIVE
+    return c
+
+
+@pytest.fixture
+def campaign(subset_dir, fake):
+    """A published MTurk rating campaign: k = 3, three gold HITs, blocks after 3 gold answers."""
+    c = published_campaign(subset_dir)
+    assert c.gold_min_answers == 3
     return c
 
 

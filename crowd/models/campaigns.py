@@ -215,7 +215,17 @@ class Assignment(models.Model):
                                 "False: a claim from URL parameters, stored but never counted or graded until confirmed")
     verified_at = models.DateTimeField(null=True, blank=True, help_text="when the provider confirmed a claim")
     claim_released_at = models.DateTimeField(
-        null=True, blank=True, help_text="when an unconfirmed claim stopped waiting (assignment duration + grace passed)")
+        null=True, blank=True, help_text="when an unconfirmed claim stopped waiting (assignment duration + grace "
+                                         "passed, or the provider refused it)")
+    claim_source = models.CharField(
+        max_length=32, blank=True, help_text="for a claim: a keyed hash of the client address that opened it "
+                                             "(crowd.providers.claims.source_of; the address itself is not stored)")
+    claim_checks = models.PositiveSmallIntegerField(default=0, help_text="for a claim: how often the provider was asked")
+    claim_next_check = models.DateTimeField(
+        null=True, blank=True, help_text="for a pending claim: when to ask the provider again (empty: as soon as possible)")
+    claim_known_at = models.DateTimeField(
+        null=True, blank=True, help_text="for a claim: when the provider first said it knows this id (e.g. an MTurk "
+                                         "assignment accepted but not submitted yet)")
     session = models.ForeignKey(
         "crowd.ParticipantSession", null=True, blank=True, on_delete=models.PROTECT, related_name="assignments",
         help_text="the participant session (bundle) this task was served in, if any")
@@ -243,6 +253,10 @@ class Assignment(models.Model):
                 fields=["campaign", "provider_ref", "worker"], name="assignment_one_claim_per_ref",
                 condition=~models.Q(provider_ref=""),
             ),
+            models.UniqueConstraint(  # the same claimed id is one claim (crowd.providers.claims)
+                fields=["campaign", "provider_ref"], name="assignment_one_pending_claim_per_ref",
+                condition=~models.Q(provider_ref="") & models.Q(verified=False, claim_released_at__isnull=True),
+            ),
             models.CheckConstraint(
                 condition=models.Q(verified=True) | (models.Q(slot__isnull=True) & models.Q(counted=False)),
                 name="claim_holds_no_slot_and_never_counts",
@@ -258,6 +272,10 @@ class Assignment(models.Model):
             models.Index(fields=["campaign", "worker", "state"]),
             models.Index(fields=["campaign", "deadline"], name="assignment_pending_claims",
                          condition=models.Q(verified=False, claim_released_at__isnull=True)),
+            models.Index(fields=["campaign", "claim_next_check"], name="assignment_due_claims",
+                         condition=models.Q(verified=False, claim_released_at__isnull=True)),
+            models.Index(fields=["claim_source", "claim_released_at"], name="assignment_claims_by_source",
+                         condition=models.Q(verified=False, claim_known_at__isnull=True)),
         ]
 
     def __str__(self):

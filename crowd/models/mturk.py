@@ -150,6 +150,9 @@ class MTurkCall(models.Model):
 
     class Meta:
         ordering = ["-at"]
+        indexes = [  # the calls of one operation in a recent window (MTurkAPI.calls_left)
+            models.Index(fields=["environment", "operation", "at"], name="mturkcall_recent"),
+        ]
 
 
 class MTurkSync(models.Model):

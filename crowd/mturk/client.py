@@ -136,6 +136,28 @@ class MTurkAPI:
             self._log(operation, params, True)
             return response
 
+    def calls_left(self, operation: str, rate: str | None, *, now=None) -> int | None:
+        """How many more ``operation`` calls ``rate`` (e.g. ``"20/m"``, parsed by
+        :func:`evalsite.rates.parse_rate`) allows now in this environment: its count minus the
+        calls of ``operation`` logged as sent (``MTurkCall``, dry runs left out, every campaign
+        together) in the window just past -- a sliding window over the call log, which every process
+        shares. None when ``rate`` sets no limit (``"0"``); ValueError for a malformed rate."""
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from crowd.models import MTurkCall
+        from evalsite.rates import parse_rate
+
+        limit = parse_rate(rate)
+        if limit is None:
+            return None
+        n, window = limit
+        since = (now or timezone.now()) - timedelta(seconds=window)
+        used = MTurkCall.objects.filter(environment=self.environment, operation=operation, dry_run=False,
+                                        at__gt=since).count()
+        return max(0, n - used)
+
     def paginate(self, operation: str, result_key: str, **params):
         """Yield every element of ``result_key`` over all pages (NextToken), ``MaxResults`` 100."""
         token = None

@@ -20,17 +20,20 @@ on a HIT of that item, and, when we stored an answer for it, the answer MTurk st
 signed token our page issued for this very assignment (:mod:`.tokens`). A claim MTurk lists without
 our token is reported (``unconfirmed``) and stays provisional; claims MTurk does not list are
 reported as ``unconfirmed`` too (a forged id, or an externalSubmit that has not reached MTurk yet;
-until they are released) and never make the report fail. :func:`verify_claims` asks MTurk about pending claims one by one
-(GetAssignment), for the periodic task.
+until they are released) and never make the report fail. :func:`verify_claims` asks MTurk about
+the due pending claims (GetAssignment), a batch within ``settings.MTURK_VERIFY_RATE`` per run of the
+periodic task: it confirms them, releases at once the ones MTurk refuses, and asks again later,
+less and less often, about the ones MTurk has not received yet.
 
 :func:`ingest` is shared with the requester-website results import (:mod:`crowd.mturk.website`).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from django.db import transaction
+from django.utils import timezone
 
 from crowd import engine
 from crowd.kinds import AnswerError, get_kind
@@ -60,6 +63,7 @@ class Reconciliation:
     errors: list = field(default_factory=list)          # [HITId, error]
     confirmed: list = field(default_factory=list)       # AssignmentIds whose claims MTurk confirmed now
     unconfirmed: list = field(default_factory=list)     # [AssignmentId, why]: claims still provisional
+    refused: list = field(default_factory=list)         # [AssignmentId, why]: claims MTurk refused, released now
 
     @property
     def ok(self) -> bool:
@@ -74,9 +78,10 @@ class Reconciliation:
             f"recorded now {len(self.recorded)}, unchanged {self.unchanged}, status changes {len(self.status_changes)}",
             f"mismatched {len(self.mismatched)}, invalid {len(self.invalid)}, extra (ours only) {len(self.extra)}, "
             f"errors {len(self.errors)}",
-            f"claims confirmed now {len(self.confirmed)}, unconfirmed {len(self.unconfirmed)}",
+            f"claims confirmed now {len(self.confirmed)}, unconfirmed {len(self.unconfirmed)}"
+            + (f", refused {len(self.refused)}" if self.refused else ""),
         ]
-        for name in ("status_changes", "mismatched", "invalid", "extra", "errors", "unconfirmed"):
+        for name in ("status_changes", "mismatched", "invalid", "extra", "errors", "unconfirmed", "refused"):
             out += [f"  {name.replace('_', ' ')}: {' '.join(map(str, row))}" for row in getattr(self, name)[:50]]
         return out
 
@@ -207,38 +212,100 @@ def collect(campaign: Campaign, api: MTurkAPI, *, save: bool = True) -> Reconcil
     return report
 
 
-def verify_claims(campaign: Campaign, api: MTurkAPI, claims=None) -> Reconciliation:
-    """Ask MTurk about ``claims`` (default: the campaign's pending claims, :func:`crowd.engine.pending_claims`)
-    one AssignmentId at a time (GetAssignment) and confirm each one MTurk records for the claimed
-    worker on a HIT of the claimed item with a Submitted, Approved or Rejected status (through
-    :func:`ingest`, so the token rule and the answer reconciliation are the collector's). An
-    AssignmentId MTurk does not know is a forged claim and stays provisional. Returns the report."""
+#: MTurk's answers to GetAssignment that refuse a claim outright (the id never existed, or is malformed)
+REFUSALS = ("does not exist", "doesnotexist", "validationexception", "failed to satisfy constraint")
+
+
+def refuses(exc: MTurkError) -> bool:
+    """Whether MTurk's error says the AssignmentId does not exist (or cannot be one): the claim is
+    forged. Other request errors (MTurk answers GetAssignment only for a Submitted, Approved or
+    Rejected assignment, so an accepted one is an error too) mean "not yet"."""
+    text = f"{exc.code} {exc.message}".lower()
+    return any(r in text for r in REFUSALS)
+
+
+def verify_claims(campaign: Campaign, api: MTurkAPI, claims=None, *, now=None) -> Reconciliation:
+    """Ask MTurk about the due pending claims among ``claims`` (default: the campaign's,
+    :func:`crowd.engine.pending_claims`; order and due times: :func:`crowd.engine.due_claims`), one
+    GetAssignment each, and no more calls than ``settings.MTURK_VERIFY_RATE`` leaves now
+    (:meth:`MTurkAPI.calls_left`: a sliding window over the call log of the environment, shared by
+    every campaign and run). Per claim, MTurk's answer:
+
+    * the assignment, Submitted/Approved/Rejected, for the claimed worker on a HIT of the claimed
+      item: confirmed through :func:`ingest` (the token rule and the answer reconciliation are the
+      collector's) -- unless the answer lacks the token our page issued for it: refused;
+    * the assignment for another worker or on another HIT, or "does not exist" (:func:`refuses`):
+      refused -- released at once (:func:`crowd.engine.release_claims`: an accepted claim expires);
+      an assignment MTurk does hold on a HIT of ours is still recorded from its record;
+    * any other request error (MTurk answers GetAssignment only for submitted work) or a status not
+      submitted yet: MTurk knows the id (``claim_known_at``), ask again later, less and less often
+      (:func:`crowd.engine.ask_again`);
+    * throttling (not retried here), no credentials, MTurk unreachable: the run stops; the rest wait.
+
+    Returns the report (``confirmed``, ``refused``, ``unconfirmed``: asked again later, ``errors``)."""
+    from django.conf import settings
+
+    from crowd.models import Assignment
+
+    now = now or timezone.now()
     report = Reconciliation()
     claims = engine.pending_claims(campaign) if claims is None else claims
-    refs = sorted({ref for ref in claims.exclude(provider_ref="").values_list("provider_ref", flat=True)})
+    left = api.calls_left("get_assignment", getattr(settings, "MTURK_VERIFY_RATE", "20/m"), now=now)
+    batch = list(engine.due_claims(claims, now=now).select_related("worker")[:left])
+    api = replace(api, retries=0)  # a throttled call ends the run instead of waiting
     hits = {h.hit_id: h for h in MTurkHIT.objects.filter(batch__campaign=campaign).exclude(hit_id="").select_related("item")}
-    for ref in refs:
+    refused, later = {}, []
+    for claim in batch:
+        ref = claim.provider_ref
         try:
             response = api.call("get_assignment", AssignmentId=ref)
         except MTurkError as exc:
-            report.unconfirmed.append([ref, f"{exc.code}: {exc.message}"])
+            if refuses(exc):
+                refused[claim.pk] = exc.message[:300]
+            elif exc.code == "RequestError":
+                later.append(claim.pk)
+            else:  # throttled, no credentials, unreachable: stop here
+                report.errors.append([ref, f"{exc.code}: {exc.message}"])
+                break
             continue
         if response is None:  # dry run
             continue
         a, hit = response.get("Assignment", {}), hits.get(response.get("HIT", {}).get("HITId", ""))
-        if hit is None or a.get("AssignmentStatus") not in LISTED:
-            report.unconfirmed.append([ref, f"MTurk's assignment is {a.get('AssignmentStatus')} on another or no HIT of ours"
-                                       if hit is None else f"MTurk's assignment is {a.get('AssignmentStatus')}"])
+        status = a.get("AssignmentStatus")
+        if a.get("WorkerId") != claim.worker.external_id or hit is None or hit.item_id != claim.item_id:
+            refused[claim.pk] = "it records this AssignmentId for another worker or HIT"
+            if hit is None or status not in LISTED:
+                continue
+        elif status not in LISTED:
+            later.append(claim.pk)
             continue
         report.mturk_assignments += 1
         try:
             answers = parse_answers(a.get("Answer", ""))
         except ValueError as exc:
             report.invalid.append([ref, str(exc)])
+            if claim.pk not in refused:
+                later.append(claim.pk)
             continue
+        before = len(report.unconfirmed)
         ingest(campaign, hit.item, report, assignment_id=ref, worker_id=a.get("WorkerId", ""),
-               status=a["AssignmentStatus"], answers=answers, order=hit.order or None,
+               status=status, answers=answers, order=hit.order or None,
                accepted_at=a.get("AcceptTime"), submitted_at=a.get("SubmitTime"))
+        if claim.pk in refused:
+            continue
+        if len(report.unconfirmed) > before:  # MTurk's final answer lacks our token for this assignment
+            refused[claim.pk] = report.unconfirmed.pop()[1]
+        elif ref not in report.confirmed:
+            later.append(claim.pk)
+    if later:
+        Assignment.objects.filter(pk__in=later, claim_known_at__isnull=True).update(claim_known_at=now)
+        engine.ask_again(later, now=now)
+        report.unconfirmed += [[ref, "not confirmed yet: asked again later"]
+                               for ref in Assignment.objects.filter(pk__in=later).values_list("provider_ref", flat=True)]
+    for pk, why in refused.items():
+        engine.release_claims(Assignment.objects.filter(pk=pk), f"refused by MTurk: {why}", now=now)
+    report.refused = [[ref, refused[pk]] for pk, ref in
+                      Assignment.objects.filter(pk__in=list(refused)).values_list("pk", "provider_ref")]
     return report
 
 

@@ -36,10 +36,12 @@ def get_provider(name: str) -> Provider:
 
 
 def verify_all() -> dict:
-    """Confirm pending claims with their providers, then release the overdue ones (the periodic
-    task ``crowd.verify_claims``). Returns {"confirmed": n, "released": n}."""
+    """Ask the providers about the pending claims due now (:func:`crowd.engine.due_claims`; each
+    provider keeps to its own throttle and releases the claims it refuses), then release the overdue
+    ones (the periodic task ``crowd.verify_claims``). Returns {"confirmed": n, "released": n}
+    (released: overdue ones; refused ones are not counted here)."""
     confirmed = 0
-    ids = engine.pending_claims().values_list("campaign_id", flat=True).distinct()
+    ids = engine.due_claims(engine.pending_claims()).order_by().values_list("campaign_id", flat=True).distinct()
     for campaign in Campaign.objects.filter(pk__in=list(ids)):
         provider = PROVIDERS.get(campaign.provider)
         if provider is not None:

@@ -12,11 +12,13 @@ SESSION_KEY = "crowd_worker_id"
 
 
 class ClaimRefused(Exception):
-    """A request's identity parameters are malformed or do not belong to this task; ``code`` names
-    why (e.g. ``foreign-hit``, ``bad-origin``, ``bad-params``), ``status`` is the HTTP status."""
+    """A request's identity parameters are malformed or do not belong to this task, or the visit
+    would exceed the bounds on unverified claims (:mod:`crowd.providers.claims`); ``code`` names why
+    (e.g. ``foreign-hit``, ``bad-origin``, ``bad-params``, ``too-many-claims``), ``status`` is the
+    HTTP status, ``retry_after`` (seconds, or None) when trying later may succeed."""
 
-    def __init__(self, message: str, code: str, status: int = 400):
-        self.code, self.status = code, status
+    def __init__(self, message: str, code: str, status: int = 400, retry_after: int | None = None):
+        self.code, self.status, self.retry_after = code, status, retry_after
         super().__init__(message)
 
 
@@ -63,9 +65,15 @@ class Provider(ABC):
     ``publish(campaign)`` / ``pause(campaign)``
         Make the campaign's work available to this provider's workers, or stop offering it.
 
-    Unconfirmed claims are released after their deadline plus ``settings.PROVIDER_CLAIM_GRACE_SECONDS``
-    (:func:`crowd.engine.release_unconfirmed`); :func:`crowd.providers.verify_all` (the periodic
-    Celery task ``crowd.verify_claims``) runs ``verify`` for every campaign and then releases.
+    New claims from unverified visits are bounded per client address and per task, and one provider
+    id is one pending claim (:mod:`crowd.providers.claims`; a refused visit writes nothing).
+    ``verify`` asks about the due claims only (:func:`crowd.engine.due_claims`), within the
+    provider's own throttle, releases at once the ones the provider refuses
+    (:func:`crowd.engine.release_claims`) and asks again later, less and less often, about the others
+    (:func:`crowd.engine.ask_again`). Unconfirmed claims are released after their deadline plus
+    ``settings.PROVIDER_CLAIM_GRACE_SECONDS`` (:func:`crowd.engine.release_unconfirmed`);
+    :func:`crowd.providers.verify_all` (the periodic Celery task ``crowd.verify_claims``) runs
+    ``verify`` for every campaign and then releases.
     A new provider subclasses this, sets ``name`` (a ``Campaign.provider`` value) and is added to
     :data:`crowd.providers.PROVIDERS`.
     """

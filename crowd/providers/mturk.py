@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
+from django.db import transaction
 
 from crowd import engine
 from crowd.models import Assignment, Campaign, MTurkHIT
@@ -13,6 +14,7 @@ from crowd.mturk.publish import publish_batch
 from crowd.mturk.questions import PREVIEW_ASSIGNMENT
 from crowd.mturk.review import update_expiration
 
+from . import claims
 from .base import Claim, ClaimRefused, Provider
 
 WORKER_ID = re.compile(r"^[0-9A-Za-z]{5,64}$")
@@ -27,14 +29,18 @@ class MTurkProvider(Provider):
     answer the worker's browser posted to ``externalSubmit`` -- which carries the signed token our
     page issued (:mod:`crowd.mturk.tokens`). :meth:`verify` (GetAssignment) and the collector
     (:func:`crowd.mturk.collect.collect`, ListAssignmentsForHIT) confirm a claim only then.
-    Publishing creates a batch of HITs (:mod:`crowd.mturk.publish`), pausing expires them."""
+    New claims are bounded per client address and per HIT, one AssignmentId is one pending claim
+    (:mod:`crowd.providers.claims`), and :meth:`verify` asks about them in batches within
+    ``settings.MTURK_VERIFY_RATE``. Publishing creates a batch of HITs (:mod:`crowd.mturk.publish`),
+    pausing expires them."""
 
     name = Campaign.MTURK
 
     def claim_from_request(self, request, campaign=None, item=None) -> Claim | None:
         """The claim of an accepted HIT's task page, or None for a preview (no assignment).
         With ``campaign`` and ``item``, raises ClaimRefused unless ``hitId`` is a published HIT of
-        that item and ``turkSubmitTo`` one of ``settings.MTURK_SUBMIT_ORIGINS``."""
+        that item and ``turkSubmitTo`` one of ``settings.MTURK_SUBMIT_ORIGINS``. Makes the worker
+        row: a page visit opens its claim with :meth:`open_claim`, which bounds it."""
         aid = request.GET.get("assignmentId", "")
         if not aid or aid == PREVIEW_ASSIGNMENT:
             return None
@@ -50,13 +56,32 @@ class MTurkProvider(Provider):
         return Claim(worker_for(worker_id), provider_ref=aid, verified=False,
                      extra=(("hitId", hit_id), ("turkSubmitTo", submit_to)))
 
+    def open_claim(self, request, campaign, item, *, source: str) -> tuple[Claim | None, Assignment | None]:
+        """What a visit of ``item``'s task page opens: ``(None, None)`` for a preview, else the
+        claim and its assignment (new, or the one this AssignmentId and worker opened before;
+        :func:`crowd.engine.accept_item` with ``verified=False``), stored with ``source`` (the
+        client address's :func:`crowd.providers.claims.source_of`). Raises ClaimRefused
+        (:meth:`claim_from_request`; ``too-many-claims`` from :func:`crowd.providers.claims.admit`),
+        engine.NoTask or EngineError (e.g. Conflict ``claimed``: the AssignmentId is pending for
+        another worker); a refused visit writes nothing, not even the worker row (one transaction)."""
+        with transaction.atomic():
+            claim = self.claim_from_request(request, campaign, item)
+            if claim is None:
+                return None, None
+            claims.admit(campaign, item, provider_ref=claim.provider_ref,
+                         worker_external_id=claim.worker.external_id, source=source)
+            return claim, engine.accept_item(campaign, claim.worker, item, provider_ref=claim.provider_ref,
+                                             verified=False, source=source)
+
     def worker_for_request(self, request):
         """Never: an MTurk identity in a request is only a claim."""
         return None
 
     def verify(self, campaign, assignments, api=None) -> set[int]:
-        """Confirm the claims MTurk's GetAssignment proves (:func:`crowd.mturk.collect.verify_claims`).
-        Without credentials (MTurkError) nothing is confirmed and the claims wait."""
+        """Confirm the claims MTurk's GetAssignment proves and release the ones it refuses, the due
+        ones among ``assignments`` first and no more than ``settings.MTURK_VERIFY_RATE`` allows
+        (:func:`crowd.mturk.collect.verify_claims`). Without credentials (MTurkError) nothing is
+        confirmed and the claims wait."""
         before = set(assignments.values_list("pk", flat=True))
         try:
             verify_claims(campaign, api or MTurkAPI.for_campaign(campaign), assignments)

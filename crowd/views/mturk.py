@@ -12,9 +12,11 @@ assignment on submit. The URL parameters are only a *claim* of identity (anyone 
 :class:`crowd.providers.mturk.MTurkProvider`): the assignment opened for them holds no slot and
 counts nowhere until the collector finds it in MTurk's records with the answer carrying a second
 signed token, ``ce_token``, that this page forwards to MTurk (:mod:`crowd.mturk.tokens`). A visit
-never expires anyone else's assignment. The pages may be framed by MTurk only (``Content-Security-Policy:
-frame-ancestors`` from ``settings.MTURK_FRAME_ANCESTORS``); ``turkSubmitTo`` must be one of
-``settings.MTURK_SUBMIT_ORIGINS``.
+never expires anyone else's assignment; a visit that would make a claim beyond the bounds of
+:mod:`crowd.providers.claims` (per client address, per HIT, one per AssignmentId) is answered 429
+(or 409) and stores nothing (:meth:`MTurkProvider.open_claim`). The pages may be framed by MTurk
+only (``Content-Security-Policy: frame-ancestors`` from ``settings.MTURK_FRAME_ANCESTORS``);
+``turkSubmitTo`` must be one of ``settings.MTURK_SUBMIT_ORIGINS``.
 """
 from __future__ import annotations
 
@@ -36,8 +38,8 @@ from crowd import engine
 from crowd.kinds import AnswerError, get_kind
 from crowd.models import Assignment, Campaign, Item
 from crowd.mturk import tokens
-from crowd.providers import ClaimRefused, get_provider
-from crowd.ratelimit import rater_limited
+from crowd.providers import ClaimRefused, claims, get_provider
+from crowd.ratelimit import client_address, rater_limited
 
 SALT = "crowd.mturk.task"
 KEEP_OUT = {"token", "csrfmiddlewaretoken", "assignmentId", tokens.FIELD}
@@ -93,9 +95,17 @@ def _forward(request, assignment, submit_to, fields, late=False):
 def task(request, name, item_pk):
     """Preview, or open the worker's assignment of the item (created on first visit)."""
     campaign, item = _campaign_item(name, item_pk)
-    try:
-        claim = MTURK.claim_from_request(request, campaign, item)
+    try:  # a claim: recorded (within its bounds), never counted until MTurk confirms it; it evicts nobody
+        source = claims.source_of(client_address(request))
+        claim, assignment = MTURK.open_claim(request, campaign, item, source=source)
     except ClaimRefused as exc:
+        response = _unavailable(request, campaign, str(exc), exc.code, exc.status)
+        if exc.retry_after:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+    except engine.NoTask as exc:
+        return _unavailable(request, campaign, str(exc), exc.code)
+    except engine.EngineError as exc:
         return _unavailable(request, campaign, str(exc), exc.code, exc.status)
     if claim is None:  # a preview
         if campaign.state != Campaign.LIVE:
@@ -103,12 +113,6 @@ def task(request, name, item_pk):
                                 return_hint=False)
         return _render_form(request, campaign, item)
     worker, submit_to = claim.worker, claim.get("turkSubmitTo")
-    try:  # a claim: recorded, never counted until MTurk confirms it; it evicts nobody
-        assignment = engine.accept_item(campaign, worker, item, provider_ref=claim.provider_ref, verified=False)
-    except engine.NoTask as exc:
-        return _unavailable(request, campaign, str(exc), exc.code)
-    except engine.EngineError as exc:
-        return _unavailable(request, campaign, str(exc), exc.code, exc.status)
     if assignment.state in Assignment.DONE_STATES:  # submitted here; MTurk may not have it yet
         fields = _answer_fields(assignment)
         return _forward(request, assignment, submit_to, fields, assignment.late)
