@@ -1,6 +1,7 @@
 """Dataset uploads of the REST API under hostile or careless input (issue 31, "500s where a 400
 belongs" and "Resource limits"), through ``POST /api/datasets/`` with Django's test client over the
-real URL conf, as tests/test_api_datasets.py does (its helpers and the API world are reused).
+real URL conf, as tests/test_api_datasets.py does (its table snapshot is reused; a staff account
+with an API token is all these uploads need, so the API world is not built).
 
 Archives damaged as they are in the wild (a deflate or LZMA stream broken inside a zip, a gzip
 broken mid-stream, an xz-compressed tar broken in its middle, an encrypted zip, a compression
@@ -30,19 +31,32 @@ from django.test.client import FakePayload, encode_multipart
 
 from crowd.models import Dataset, HumanJudgment
 
-from .api_matrix import world  # noqa: F401 (a fixture)
 from .conftest import write_subset
-from .test_api_datasets import auth, snapshot
+from .test_api_datasets import snapshot
 
 #: one client for the module: each new Client loads the middleware again (whitenoise scans the
 #: static files: about a second)
 CLIENT = Client()
 
 
-def upload(world, fields, user="staff"):  # noqa: F811
-    """POST the multipart ``fields`` (file values: ``(name, bytes)``) to /api/datasets/ as ``user``."""
+@pytest.fixture(scope="module")
+def staff(django_db_setup, django_db_blocker):
+    """The authorization header of a staff account (uploads are staff-only), made once for the module."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    with django_db_blocker.unblock():
+        user = User.objects.create_user("api-upload-limits", password="pw", is_staff=True)
+        key = Token.objects.create(user=user).key
+    yield {"HTTP_AUTHORIZATION": f"Token {key}"}
+    with django_db_blocker.unblock():
+        user.delete()
+
+
+def upload(staff, fields):
+    """POST the multipart ``fields`` (file values: ``(name, bytes)``) to /api/datasets/ with ``staff``'s header."""
     form = {k: SimpleUploadedFile(v[0], v[1]) if isinstance(v, tuple) else v for k, v in fields.items()}
-    return CLIENT.post("/api/datasets/", form, **auth(world, user))
+    return CLIENT.post("/api/datasets/", form, **staff)
 
 
 MEMBER = "mscoco_references.json"
@@ -162,10 +176,10 @@ def _temporary_folders() -> set[str]:
 
 
 @pytest.mark.parametrize("case", sorted(DAMAGED))
-def test_a_damaged_or_unreadable_archive_is_a_400_with_one_line(case, world, db):  # noqa: F811
+def test_a_damaged_or_unreadable_archive_is_a_400_with_one_line(case, staff, db):
     name, build, problem = DAMAGED[case]
     before, folders = snapshot(), _temporary_folders()
-    response = upload(world, {"format": "thumb", "name": "api-damaged", "archive": (name, build())})
+    response = upload(staff, {"format": "thumb", "name": "api-damaged", "archive": (name, build())})
     assert response.status_code == 400, response.content
     assert response["Content-Type"] == "application/problem+json"
     assert response.json()["detail"] == f"archive: {name}: {problem}"
@@ -191,15 +205,15 @@ def _folders_zip(n: int) -> bytes:
 
 
 @pytest.mark.parametrize("name, build", [("dirs.tar.gz", _folders_tar), ("dirs.zip", _folders_zip)])
-def test_folders_count_towards_the_member_cap(name, build, world, db, tmp_path):  # noqa: F811
+def test_folders_count_towards_the_member_cap(name, build, staff, db, tmp_path):
     """The issue's 292 KB tar.gz made 60,000 folders: 101 folder entries (and nothing else) are
     refused as 101 files are, before anything is unpacked; 100 members pass the cap (the archive
     then lacks THumB's files, which the importer says)."""
     before = snapshot()
-    response = upload(world, {"format": "thumb", "name": "api-dirs", "archive": (name, build(101))})
+    response = upload(staff, {"format": "thumb", "name": "api-dirs", "archive": (name, build(101))})
     assert response.status_code == 400
     assert response.json()["detail"] == f"archive: {name}: more than 100 members (files and folders count alike)"
-    at_cap = upload(world, {"format": "thumb", "name": "api-dirs", "archive": (name, build(100))})
+    at_cap = upload(staff, {"format": "thumb", "name": "api-dirs", "archive": (name, build(100))})
     assert at_cap.status_code == 400 and "file not found" in at_cap.json()["detail"]
     assert snapshot() == before
 
@@ -223,10 +237,10 @@ ROWS = [{"img": "i1", "cap": "a dog runs on the grass", "refs": ["a dog running"
 
 
 @pytest.mark.parametrize("value, message", MAPPINGS, ids=[json.dumps(v) for v, _ in MAPPINGS])
-def test_a_wrongly_typed_mapping_value_is_a_400_naming_the_field(value, message, world, db):  # noqa: F811
+def test_a_wrongly_typed_mapping_value_is_a_400_naming_the_field(value, message, staff, db):
     mapping = {"image": "img", "candidate": "cap", "references": "refs", "scores": ["q"], **value}
     before = snapshot()
-    response = upload(world, {"format": "judgments", "name": "api-typed",
+    response = upload(staff, {"format": "judgments", "name": "api-typed",
                               "file": ("mine.jsonl", "".join(json.dumps(r) + "\n" for r in ROWS).encode()),
                               "mapping": json.dumps(mapping)})
     assert response.status_code == 400, response.content
@@ -249,7 +263,7 @@ def _csv_row(image: str, caption: str, references: list[str], score: int) -> lis
 CSV_MAPPING = json.dumps({"image": "img", "candidate": "cap", "references": "refs", "scores": ["q"]})
 
 
-def test_a_header_of_100000_columns_is_checked_in_linear_time(world, db):  # noqa: F811
+def test_a_header_of_100000_columns_is_checked_in_linear_time(staff, db):
     """The issue's 0.7 MB header of 100,000 columns took 41.8 s in the request (a quadratic
     search for repeated names; the two uploads here took 345 s on a busy 2-core machine); the file
     that imports and the one whose last column repeats the fourth are each answered in under 5 CPU
@@ -257,13 +271,13 @@ def test_a_header_of_100000_columns_is_checked_in_linear_time(world, db):  # noq
     rows = [_csv_row(r["img"], r["cap"], r["refs"], r["q"]) for r in ROWS]
     repeated = _wide_csv(100_000, rows, last="q")
     started = time.thread_time()
-    refused = upload(world, {"format": "judgments", "name": "api-wide", "file": ("wide.csv", repeated),
+    refused = upload(staff, {"format": "judgments", "name": "api-wide", "file": ("wide.csv", repeated),
                              "mapping": CSV_MAPPING})
     assert time.thread_time() - started < 5
     assert refused.status_code == 400
     assert refused.json()["detail"] == "wide.csv:1: column 'q' is named twice in the header"
     started = time.thread_time()
-    imported = upload(world, {"format": "judgments", "name": "api-wide", "file": ("wide.csv", _wide_csv(100_000, rows)),
+    imported = upload(staff, {"format": "judgments", "name": "api-wide", "file": ("wide.csv", _wide_csv(100_000, rows)),
                               "mapping": CSV_MAPPING})
     assert time.thread_time() - started < 5
     assert imported.status_code == 201, imported.content
@@ -271,7 +285,7 @@ def test_a_header_of_100000_columns_is_checked_in_linear_time(world, db):  # noq
     assert sorted(stored.values_list("score", flat=True)) == [4.0, 5.0]
 
 
-def test_short_rows_under_a_wide_header_cost_their_own_cells(world, db):  # noqa: F811
+def test_short_rows_under_a_wide_header_cost_their_own_cells(staff, db):
     """10,000 columns and 300 rows of 4 cells: the rows once held a cell (None) for every column
     of the header, 3 million in all (a traced peak of 75 MB in the request); now about 2 MB.
     Each row is a candidate caption of one of two images."""
@@ -280,7 +294,7 @@ def test_short_rows_under_a_wide_header_cost_their_own_cells(world, db):  # noqa
     body = _wide_csv(10_000, rows)
     tracemalloc.start()
     try:
-        response = upload(world, {"format": "judgments", "name": "api-short", "file": ("short.csv", body),
+        response = upload(staff, {"format": "judgments", "name": "api-short", "file": ("short.csv", body),
                                   "mapping": CSV_MAPPING})
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -294,7 +308,7 @@ class _Named(io.BytesIO):
     name = "flickr8k.zip"
 
 
-def _traced_upload(world, name: str, archive: bytes) -> tuple[dict, int]:  # noqa: F811
+def _traced_upload(staff, name: str, archive: bytes) -> tuple[dict, int]:
     """POST ``archive`` as a flickr8k-expert upload; returns (the answer's JSON, Python's traced
     peak memory while the request and its job ran). The multipart body is encoded before tracing
     starts, as a client would have it ready to send."""
@@ -302,7 +316,7 @@ def _traced_upload(world, name: str, archive: bytes) -> tuple[dict, int]:  # noq
     body = encode_multipart(boundary, {"format": "flickr8k-expert", "name": name, "archive": _Named(archive)})
     request = {"REQUEST_METHOD": "POST", "PATH_INFO": "/api/datasets/", "CONTENT_LENGTH": str(len(body)),
                "CONTENT_TYPE": f"multipart/form-data; boundary={boundary}", "wsgi.input": FakePayload(body),
-               **auth(world)}
+               **staff}
     tracemalloc.start()
     try:
         response = CLIENT.request(**request)
@@ -314,7 +328,7 @@ def _traced_upload(world, name: str, archive: bytes) -> tuple[dict, int]:  # noq
 
 
 def test_a_large_upload_goes_through_its_job_in_memory_that_does_not_grow_with_it(
-        world, db, tmp_path, settings, monkeypatch):  # noqa: F811
+        staff, db, tmp_path, settings, monkeypatch):
     """A .zip of a Flickr8k-Expert folder (2 images) that also holds pictures the importer does
     not read (here random bytes: 1 MiB, then 9 MiB), uploaded over API_INLINE_IMPORT_BYTES: each
     is stored as a job and imported (the job runs in this thread instead of a background one, so
@@ -334,7 +348,7 @@ def test_a_large_upload_goes_through_its_job_in_memory_that_does_not_grow_with_i
             zf.write(path, f"Flickr8k/{path.name}")
     folder_only = buffer.getvalue()
     # the folder alone first, untraced and inline: what any first import loads (modules, caches)
-    warm = upload(world, {"format": "flickr8k-expert", "name": "api-streamed-warm", "archive": ("f.zip", folder_only)})
+    warm = upload(staff, {"format": "flickr8k-expert", "name": "api-streamed-warm", "archive": ("f.zip", folder_only)})
     assert warm.status_code == 201, warm.content
     uploads = {}
     for mib in (1, 9):
@@ -342,7 +356,7 @@ def test_a_large_upload_goes_through_its_job_in_memory_that_does_not_grow_with_i
             zf.writestr(f"Flickr8k/Flicker8k_Dataset/images{mib}.bin", os.urandom(mib * 1024 * 1024))
         archive = buffer.getvalue()
         folders = _temporary_folders()
-        job, peak = _traced_upload(world, f"api-streamed-{mib}", archive)
+        job, peak = _traced_upload(staff, f"api-streamed-{mib}", archive)
         assert job["status"] == "done" and job["result_status"] == 201, job
         assert job["result"]["counts"]["images"] == 2 and _temporary_folders() == folders
         uploads[mib] = (len(archive), peak, job["id"])
