@@ -12,15 +12,20 @@ worker (or, without a broker, a background thread of the web process, as the sco
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import lzma
 import os
+import struct
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
-from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.files import File
+from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 from rest_framework import exceptions, serializers, status
@@ -28,7 +33,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from crowd import images
 from crowd.importers import IMPORTERS, DatasetExistsError, DatasetFormatError
-from crowd.importers.base import import_limit
+from crowd.importers.base import import_limit, shorten
 from crowd.importers.coco import SystemFile, import_coco
 from crowd.importers.judgments import JudgmentMapping, import_judgments
 from crowd.models import Dataset
@@ -128,48 +133,96 @@ class UploadResultSerializer(serializers.Serializer):
     image_source = serializers.CharField(allow_null=True, help_text="the image source set by this import, if any")
 
 
+#: compression methods of zip members that Python's zipfile reads (stored, deflate, bzip2, LZMA)
+ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
+               zipfile.ZIP_LZMA: "LZMA"}
+#: what reading a damaged, truncated, encrypted or otherwise unreadable archive raises: zipfile's
+#: and tarfile's own errors, the decompressors' (zlib.error, lzma.LZMAError, gzip.BadGzipFile and
+#: bz2's OSError, EOFError for a truncated stream), RuntimeError (an encrypted zip member) and its
+#: subclass NotImplementedError (an unsupported compression method or encryption), ValueError (a
+#: zip member name that is not the UTF-8 its flag declares, a corrupt offset) and struct.error
+ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError,
+                  RuntimeError, ValueError, struct.error)
+
+
 def _extract(archive, folder: Path) -> Path:
     """Unpack the uploaded ``archive`` into ``folder`` and return the folder holding its files
-    (``folder`` itself, or its single sub-folder). Raises ValidationError for an archive that cannot
-    be read, has more than :data:`MAX_ARCHIVE_MEMBERS` files, a member outside the folder or a
-    link, or members whose sizes exceed ``IMPORT_MAX_FILE_BYTES`` together."""
+    (``folder`` itself, or its single sub-folder).
+
+    Every member counts towards :data:`MAX_ARCHIVE_MEMBERS` (files, folders and anything else; a
+    tar is read member by member and refused at the first one past the cap, a zip from the count
+    its end record declares, before its central directory is read). Raises ValidationError (one
+    line, naming the upload) for an archive that cannot be read (damaged or truncated data,
+    :data:`ARCHIVE_ERRORS`), more than :data:`MAX_ARCHIVE_MEMBERS` members, a member outside the
+    folder, a link or special file, an encrypted zip member or one compressed with a method other
+    than :data:`ZIP_METHODS`, or members whose sizes exceed ``IMPORT_MAX_FILE_BYTES`` together
+    (declared or written). The caller removes ``folder`` whatever happens."""
     cap = import_limit("IMPORT_MAX_FILE_BYTES")
     shown = os.path.basename(archive.name)
+    too_many = f"more than {MAX_ARCHIVE_MEMBERS} members (files and folders count alike)"
+    too_large = f"unpacks to more than {cap:,} bytes (IMPORT_MAX_FILE_BYTES)"
 
     def refuse(problem):
         raise serializers.ValidationError({"archive": [f"{shown}: {problem}"]})
 
     try:
         if archive.name.lower().endswith(".zip"):
+            # the member count the end record declares, read by zipfile's own reader (ZipFile()
+            # builds an object per entry of the central directory: millions fit in 512 MiB)
+            end_record = getattr(zipfile, "_EndRecData", None)
+            total_at = getattr(zipfile, "_ECD_ENTRIES_TOTAL", None)
+            if end_record is not None and total_at is not None:
+                archive.seek(0)
+                record = end_record(archive)
+                if record and record[total_at] > MAX_ARCHIVE_MEMBERS:
+                    refuse(too_many)
+                archive.seek(0)
             with zipfile.ZipFile(archive) as zf:
-                members = [m for m in zf.infolist() if not m.is_dir()]
+                members = zf.infolist()
                 if len(members) > MAX_ARCHIVE_MEMBERS:
-                    refuse(f"more than {MAX_ARCHIVE_MEMBERS} files")
-                written = 0
+                    refuse(too_many)
                 for m in members:
                     parts = Path(m.filename).parts
                     if m.filename.startswith(("/", "\\")) or ".." in parts or not parts:
-                        refuse(f"member {m.filename!r} is outside the archive's folder")
-                    target = folder.joinpath(*parts)
+                        refuse(f"member {shorten(m.filename)} is outside the archive's folder")
+                    if m.flag_bits & 0x1:
+                        refuse(f"member {shorten(m.filename)} is encrypted: upload an archive without a password")
+                    if m.compress_type not in ZIP_METHODS:
+                        method = zipfile.compressor_names.get(m.compress_type, f"number {m.compress_type}")
+                        refuse(f"member {shorten(m.filename)} is compressed with method {method}, which cannot be "
+                               f"read: use {', '.join(ZIP_METHODS.values())}")
+                if sum(m.file_size for m in members) > cap:
+                    refuse(too_large)
+                written = 0
+                for m in members:
+                    target = folder.joinpath(*Path(m.filename).parts)
+                    if m.is_dir():
+                        target.mkdir(parents=True, exist_ok=True)
+                        continue
                     target.parent.mkdir(parents=True, exist_ok=True)
                     with zf.open(m) as src, target.open("wb") as out:
                         while chunk := src.read(1 << 20):
                             written += len(chunk)
                             if written > cap:
-                                refuse(f"unpacks to more than {cap:,} bytes (IMPORT_MAX_FILE_BYTES)")
+                                refuse(too_large)
                             out.write(chunk)
         else:
             with tarfile.open(fileobj=archive, mode="r:*") as tf:
-                members = [m for m in tf.getmembers() if not m.isdir()]
-                if len(members) > MAX_ARCHIVE_MEMBERS:
-                    refuse(f"more than {MAX_ARCHIVE_MEMBERS} files")
-                if any(not m.isfile() for m in members):
-                    refuse("holds links or special files")
-                if sum(m.size for m in members) > cap:
-                    refuse(f"unpacks to more than {cap:,} bytes (IMPORT_MAX_FILE_BYTES)")
-                tf.extractall(folder, filter="data")
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
-        refuse(f"not a readable archive ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'damaged'})")
+                members, declared = [], 0
+                while (m := tf.next()) is not None:
+                    members.append(m)
+                    if len(members) > MAX_ARCHIVE_MEMBERS:
+                        refuse(too_many)
+                    if not (m.isfile() or m.isdir()):
+                        refuse("holds links or special files")
+                    declared += m.size
+                    if declared > cap:  # refused before the data is decompressed to reach the next member
+                        refuse(too_large)
+                tf.extractall(folder, members=members, filter="data")
+    except ARCHIVE_ERRORS as exc:
+        kind = type(exc).__name__ if type(exc).__name__ != "error" else f"{type(exc).__module__}.error"  # zlib.error
+        detail = str(exc).splitlines()[0] if str(exc) else "damaged or truncated"
+        refuse(f"not a readable archive ({kind}: {shorten(detail, limit=200, quote=False)})")
     entries = [p for p in folder.iterdir() if p.name != "__MACOSX"]
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else folder
 
@@ -264,35 +317,69 @@ def upload_size(data: dict) -> int:
     return sum(data[k].size for k in FILE_FIELDS if data.get(k))
 
 
+#: bytes of an uploaded file per :class:`ImportFile` row: a job's files are stored and read back a
+#: chunk at a time, so an upload of any size costs the web and worker processes this much memory
+JOB_CHUNK_BYTES = 1024 * 1024
+
+
 def create_job(user, data: dict) -> ImportJob:
-    """Store the validated upload ``data`` as a pending :class:`ImportJob` of ``user`` (the files'
-    bytes read in chunks into :class:`ImportFile` rows) and return it; the caller queues it."""
+    """Store the validated upload ``data`` as a pending :class:`ImportJob` of ``user`` and return it;
+    the caller queues it. Each file is read from the upload (on disk: Django's
+    ``TemporaryFileUploadHandler`` keeps only uploads under ``FILE_UPLOAD_MAX_MEMORY_SIZE`` in
+    memory) in chunks of :data:`JOB_CHUNK_BYTES`, one :class:`ImportFile` row each, in one
+    transaction: the job and all its files, or nothing."""
     fields = {k: v for k, v in data.items() if k not in FILE_FIELDS}
-    job = ImportJob.objects.create(user=user, name=data["name"], format=data["format"], fields=fields,
-                                   size=upload_size(data))
-    for field in FILE_FIELDS:
-        upload = data.get(field)
-        if upload:
-            content = b"".join(upload.chunks())
-            ImportFile.objects.create(job=job, field=field, filename=os.path.basename(upload.name) or field,
-                                      size=len(content), content=content)
+    with transaction.atomic():
+        job = ImportJob.objects.create(user=user, name=data["name"], format=data["format"], fields=fields,
+                                       size=upload_size(data))
+        for field in FILE_FIELDS:
+            upload = data.get(field)
+            if upload:
+                filename = os.path.basename(upload.name) or field
+                upload.seek(0)
+                chunk = upload.read(JOB_CHUNK_BYTES)  # at least one row, even for an empty file
+                while True:
+                    ImportFile.objects.create(job=job, field=field, filename=filename, size=len(chunk), content=chunk)
+                    chunk = upload.read(JOB_CHUNK_BYTES)
+                    if not chunk:
+                        break
     return job
+
+
+def _job_files(job_id: int, folder: Path, stack: contextlib.ExitStack) -> dict:
+    """The files of job ``job_id`` written to ``folder`` one :class:`ImportFile` chunk at a time
+    (a chunk in memory at once) and opened as Django files under their uploaded names: form
+    field -> File (closed by ``stack``)."""
+    files = {}
+    for field in FILE_FIELDS:
+        chunks = list(ImportFile.objects.filter(job_id=job_id, field=field).order_by("pk").values_list("pk", flat=True))
+        if not chunks:
+            continue
+        path = folder / field
+        with path.open("wb") as out:
+            for pk in chunks:
+                out.write(ImportFile.objects.values_list("content", flat=True).get(pk=pk))
+        filename = ImportFile.objects.values_list("filename", flat=True).get(pk=chunks[0])
+        files[field] = File(stack.enter_context(path.open("rb")), name=filename)
+    return files
 
 
 def run_job(job_id: int) -> str:
     """Import the upload of job ``job_id`` (:func:`import_result`); returns the job's final status.
-    Only a pending job is claimed (a job delivered twice is imported once). A refusal of the importer
-    fails the job with its one-line message (nothing written); the files' bytes are emptied at the end."""
+    Only a pending job is claimed (a job delivered twice is imported once). The files are copied
+    from the database to a temporary folder a chunk at a time (:func:`_job_files`), so the job's
+    memory does not grow with the upload's size. A refusal of the importer fails the job with its
+    one-line message (nothing written); the files' bytes are emptied at the end."""
     if not ImportJob.objects.filter(pk=job_id, status=ImportJob.PENDING).update(
             status=ImportJob.RUNNING, started_at=timezone.now()):
         return ImportJob.objects.get(pk=job_id).status
     job = ImportJob.objects.get(pk=job_id)
     data = dict(job.fields)
-    for f in job.files.all():
-        data[f.field] = SimpleUploadedFile(f.filename, bytes(f.content))
     fields = {}
     try:
-        code, body = import_result(data)
+        with tempfile.TemporaryDirectory(prefix="api-job-") as tmp, contextlib.ExitStack() as stack:
+            data.update(_job_files(job_id, Path(tmp), stack))
+            code, body = import_result(data)
     except (serializers.ValidationError, DatasetExists) as exc:
         detail = exc.detail
         messages = [str(m) for v in (detail.values() if isinstance(detail, dict) else [detail])

@@ -37,8 +37,8 @@ class ImportJob(models.Model):
     (:mod:`api.imports`): uploads whose files together exceed ``settings.API_INLINE_IMPORT_BYTES``.
 
     As the score uploads' :class:`metrics.models.UploadJob`: the request stores the files' bytes
-    (:class:`ImportFile`, so that a Celery worker on another host reads them; emptied when the job
-    ends) with the form's other fields (``fields``), queues the job and answers 202; ``status`` goes
+    (:class:`ImportFile` chunks, so that a Celery worker on another host reads them; emptied when
+    the job ends) with the form's other fields (``fields``), queues the job and answers 202; ``status`` goes
     pending -> running -> done or failed; ``result`` is the answer an inline import gives
     (``{"dataset", "created", "summary", ...}``) and ``result_status`` its HTTP status (201 or 200);
     ``message`` the importer's one-line reason when nothing was imported."""
@@ -67,8 +67,10 @@ class ImportJob(models.Model):
 
 
 class ImportFile(models.Model):
-    """One uploaded file of an :class:`ImportJob`: the form field, the name it was uploaded under and
-    its bytes until the job ends."""
+    """One chunk (at most :data:`api.importing.JOB_CHUNK_BYTES`) of an uploaded file of an
+    :class:`ImportJob`: the form field, the name the file was uploaded under, the chunk's size and
+    its bytes until the job ends. A file is its field's chunks in ``pk`` order; it is written and
+    read back a chunk at a time, so that no process holds a whole upload in memory."""
 
     job = models.ForeignKey(ImportJob, on_delete=models.CASCADE, related_name="files")
     field = models.CharField(max_length=50)

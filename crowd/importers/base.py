@@ -230,10 +230,14 @@ def read_file_bytes(path: Path) -> bytes:
     for a missing file, a directory or a file over ``IMPORT_MAX_FILE_BYTES``."""
     if not path.is_file():
         raise DatasetFormatError(path, "file not found")
-    check_file_size(path)
+    size = check_file_size(path)
     cap = import_limit("IMPORT_MAX_FILE_BYTES")
     with path.open("rb") as handle:
-        data = handle.read(cap + 1)
+        # the size checked, plus a byte to see a file that grew (read(cap + 1) would allocate the
+        # whole cap, 512 MiB by default, for every file read)
+        data = handle.read(size + 1)
+        if len(data) > size:
+            data += handle.read(cap + 1 - len(data))
     if len(data) > cap:
         raise DatasetFormatError(
             path, f"the file grew past {cap:,} bytes while being read: {over_cap('IMPORT_MAX_FILE_BYTES', cap, 'bytes per file')}"

@@ -53,6 +53,7 @@ import math
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,9 @@ DEFAULT_SYSTEM = "candidates"
 REFERENCE_SYSTEM = "references"
 MAX_NAME_CHARS = {"system": 100, "rater": 100, "criterion": 50}
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+#: JudgmentMapping fields that hold a list of strings, and those that must hold a string
+_STRING_LISTS = ("scores", "criteria")
+_REQUIRED_STRINGS = ("image", "candidate", "references", "rows", "headline")
 
 
 @dataclass(frozen=True)
@@ -144,8 +148,10 @@ class JudgmentMapping:
         return tuple(self.criteria) if self.criteria else tuple(self.scores)
 
     def check(self) -> None:
-        """Raise ValueError (one line) for an inconsistent mapping: empty or repeated field names,
-        criteria not matching the score fields, unknown rows/headline/format/published_as."""
+        """Raise ValueError (one line) for an inconsistent mapping: a value of the wrong type (every
+        field is checked: :meth:`check_types`), empty or repeated field names, criteria not
+        matching the score fields, unknown rows/headline/format/published_as."""
+        self.check_types()
         fields = [("image", self.image), ("candidate", self.candidate)]
         if not self.references_file:
             fields.append(("references", self.references))
@@ -179,6 +185,22 @@ class JudgmentMapping:
             raise ValueError(f"reference system name {shorten(name)} must be 1-100 characters without surrounding spaces")
         if self.human_system is not None and self.human_system == name:
             raise ValueError("the human system cannot be the reference system")
+
+    def check_types(self) -> None:
+        """Raise ValueError (one line, naming the mapping field and the value given) unless every
+        field has its type: a string for ``image``, ``candidate``, ``references``, ``rows`` and
+        ``headline``; a string or None for the optional fields; a list or tuple of strings for
+        ``scores`` and ``criteria``. A mapping read from JSON (the API's ``mapping``) can hold any
+        JSON value in any field; the later checks compare, hash and measure strings."""
+        for name, value in ((f.name, getattr(self, f.name)) for f in dataclass_fields(self)):
+            if name in _STRING_LISTS:
+                if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                    raise ValueError(f"mapping field {name!r} must be a list of strings, got {shorten(value)}")
+            elif name in _REQUIRED_STRINGS:
+                if not isinstance(value, str):
+                    raise ValueError(f"mapping field {name!r} must be a string, got {shorten(value)}")
+            elif value is not None and not isinstance(value, str):
+                raise ValueError(f"mapping field {name!r} must be a string or left out, got {shorten(value)}")
 
     def to_json(self) -> dict:
         """The mapping as stored in the protocol (lists for tuples)."""
@@ -235,7 +257,7 @@ def read_rows(path: Path, fmt: str, data: bytes) -> list[tuple[int, dict]]:
             rows.append((lineno, item))
     else:
         reader = csv.reader(io.StringIO(text, newline=""), delimiter="," if fmt == "csv" else "\t")
-        header: list[str] | None = None
+        header: _Header | None = None
         previous = 0
         try:
             for record in reader:
@@ -243,24 +265,71 @@ def read_rows(path: Path, fmt: str, data: bytes) -> list[tuple[int, dict]]:
                 if not any(cell.strip() for cell in record):
                     continue
                 if header is None:
-                    header = [cell.strip() for cell in record]
-                    for i, name in enumerate(header):
-                        if not name:
-                            raise DatasetFormatError(path, f"column {i + 1} of the header has no name", start)
-                        if header.index(name) != i:
-                            raise DatasetFormatError(path, f"column {shorten(name)} is named twice in the header", start)
+                    header = _Header(path, [cell.strip() for cell in record], start)
                     continue
-                if len(record) > len(header):
+                if len(record) > len(header.names):
                     raise DatasetFormatError(
-                        path, f"{len(record)} cells but the header has {len(header)} columns", start
+                        path, f"{len(record)} cells but the header has {len(header.names)} columns", start
                     )
-                cells = [restore(cell) for cell in record]
-                rows.append((start, {name: (cells[i] if i < len(cells) else None) for i, name in enumerate(header)}))
+                rows.append((start, _Cells(header, [restore(cell) for cell in record])))
         except csv.Error as exc:
             raise DatasetFormatError(path, f"malformed {fmt.upper()}: {exc}", reader.line_num) from None
     if not rows:
         raise DatasetFormatError(path, "no rows found (empty file)")
     return rows
+
+
+class _Header:
+    """The column names of a CSV/TSV header row, checked in one pass (time linear in the number of
+    columns): DatasetFormatError for a column without a name or a name given twice."""
+
+    def __init__(self, path: Path, names: list[str], line: int):
+        self.names = names
+        self.positions: dict[str, int] = {}
+        for i, name in enumerate(names):
+            if not name:
+                raise DatasetFormatError(path, f"column {i + 1} of the header has no name", line)
+            if name in self.positions:
+                raise DatasetFormatError(path, f"column {shorten(name)} is named twice in the header", line)
+            self.positions[name] = i
+        self._numbered: dict[str, dict[str, int]] = {}
+
+    def numbered(self, name: str) -> dict[str, int]:
+        """The columns ``name.1``, ``name.2``, ... -> their rank by number (found once per name,
+        not once per row)."""
+        if name not in self._numbered:
+            columns = _numbered_columns(dict.fromkeys(self.names), name)
+            self._numbered[name] = {c: k for k, c in enumerate(columns)}
+        return self._numbered[name]
+
+
+class _Cells(dict):
+    """The cells of one CSV/TSV row by column name. Only the cells the row has are stored; a column
+    of the header past the end of a short row is ``in`` the row and reads None. A row costs memory
+    and time for its own cells, not for the header's width (a wide header followed by many short
+    rows would otherwise grow as rows x columns)."""
+
+    __slots__ = ("header",)
+
+    def __init__(self, header: _Header, cells: list[str]):
+        super().__init__(zip(header.names, cells))
+        self.header = header
+
+    def __contains__(self, name) -> bool:
+        return name in self.header.positions
+
+    def __missing__(self, name):
+        if name in self.header.positions:
+            return None
+        raise KeyError(name)
+
+    def numbered(self, name: str) -> list[str]:
+        """The columns ``name.1``, ``name.2``, ... of the header that this row has cells for, by
+        number (time bounded by the row's own cells)."""
+        rank = self.header.numbered(name)
+        if len(rank) <= dict.__len__(self):
+            return [c for c in rank if dict.__contains__(self, c)]
+        return sorted((c for c in dict.keys(self) if c in rank), key=rank.__getitem__)
 
 
 def _json_positions(text: str) -> list[int]:
@@ -387,11 +456,10 @@ class _Row:
             if not out:
                 self.fail(name, "no reference captions (empty list)")
             return out
-        numbered = _numbered_columns(self.values, name)
-        if not numbered:
+        if not _has_numbered_columns(self.values, name):
             return None
         out = []
-        for column in numbered:
+        for column in _numbered_columns(self.values, name):
             text = self.values[column]
             if text is None or not str(text).strip():
                 continue
@@ -403,8 +471,18 @@ class _Row:
         return out
 
 
+def _has_numbered_columns(values: dict, name: str) -> bool:
+    """Whether the row (a CSV/TSV row: its header) has fields ``name.1``, ``name.2``, ..."""
+    if isinstance(values, _Cells):
+        return bool(values.header.numbered(name))
+    return bool(_numbered_columns(values, name))
+
+
 def _numbered_columns(values: dict, name: str) -> list[str]:
-    """The fields ``name.1``, ``name.2``, ... of a row, by number."""
+    """The fields ``name.1``, ``name.2``, ... of a row, by number (of a CSV/TSV row: the columns it
+    has cells for; the cells past the end of a short row are empty)."""
+    if isinstance(values, _Cells):
+        return values.numbered(name)
     prefix = name + "."
     found = []
     for key in values:
@@ -536,7 +614,7 @@ class JudgmentsImporter(Importer):
             key = row.text(mapping.key, "caption id", max_chars=MAX_KEY_CHARS) if mapping.key else None
             # references
             if coco_refs is not None:
-                if row.has(mapping.references) or _numbered_columns(values, mapping.references):
+                if row.has(mapping.references) or _has_numbered_columns(values, mapping.references):
                     row.fail(mapping.references, "the rows hold references and a references file is given: use one")
                 if image not in coco_refs:
                     row.fail(mapping.image, f"image {shorten(image)} has no references in {Path(mapping.references_file).name}")
