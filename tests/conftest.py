@@ -1,4 +1,5 @@
 """Shared fixtures: the bundled Flickr8k-Expert data, subsets of it, and command helpers."""
+import functools
 import io
 import os
 import shutil
@@ -24,16 +25,11 @@ os.environ.setdefault("REPORTS_AFTER_METRIC_RUNS", "0")
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
-def write_subset(directory: Path, n_images: int) -> Path:
-    """Write a Flickr8k-Expert subset of the first ``n_images`` judged images (real rows, unchanged)
-    with every token line their references and candidates need. Returns ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
+@functools.cache
+def _subset_texts(n_images: int) -> tuple[str, str]:
+    """The two files of :func:`write_subset` for ``n_images``, computed once per test session."""
     expert_lines = (FLICKR8K / "ExpertAnnotations.txt").read_text().splitlines()
-    images = []
-    for line in expert_lines:
-        image = line.split("\t")[0]
-        if image not in images:
-            images.append(image)
+    images = list(dict.fromkeys(line.split("\t")[0] for line in expert_lines))  # in file order
     keep_images = set(images[:n_images])
     kept = [line for line in expert_lines if line.split("\t")[0] in keep_images]
     needed = keep_images | {line.split("\t")[1].rpartition("#")[0] for line in kept}
@@ -41,8 +37,16 @@ def write_subset(directory: Path, n_images: int) -> Path:
         line for line in (FLICKR8K / "Flickr8k.token.txt").read_text().splitlines()
         if line.split("\t")[0].rpartition("#")[0] in needed
     ]
-    (directory / "ExpertAnnotations.txt").write_text("\n".join(kept) + "\n")
-    (directory / "Flickr8k.token.txt").write_text("\n".join(tokens) + "\n")
+    return "\n".join(kept) + "\n", "\n".join(tokens) + "\n"
+
+
+def write_subset(directory: Path, n_images: int) -> Path:
+    """Write a Flickr8k-Expert subset of the first ``n_images`` judged images (real rows, unchanged)
+    with every token line their references and candidates need. Returns ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    expert, tokens = _subset_texts(n_images)
+    (directory / "ExpertAnnotations.txt").write_text(expert)
+    (directory / "Flickr8k.token.txt").write_text(tokens)
     return directory
 
 
