@@ -3,6 +3,7 @@ the human ceiling, forced choice, the comparison matrix and its CSV/JSON/LaTeX e
 ``correlate`` command's options. Expected values are recomputed here from the database rows with
 scipy / numpy, independently of analysis.benchmarks."""
 import csv
+import functools
 import io
 import json
 import re
@@ -26,19 +27,23 @@ THUMB = ROOT / "data" / "thumb"
 PASCAL = ROOT / "data" / "pascal50s"
 
 
+@functools.cache
+def _thumb_subset_texts(n_images: int) -> tuple[str, str]:
+    """The two files of :func:`write_thumb_subset` for ``n_images``, computed once per test session."""
+    lines = (THUMB / "mscoco_THumB-1.0.jsonl").read_text().splitlines()
+    segs = [json.loads(line)["seg_id"] for line in lines]
+    keep = set(list(dict.fromkeys(segs))[:n_images])  # the first n_images segments, in file order
+    judged = "\n".join(line for line, seg in zip(lines, segs) if seg in keep) + "\n"
+    refs = [l for l in (THUMB / "mscoco_references.json").read_text().splitlines() if l.strip() and json.loads(l)["seg_id"] in keep]
+    return judged, "\n".join(refs) + "\n"
+
+
 def write_thumb_subset(directory: Path, n_images: int) -> Path:
     """The first ``n_images`` images of THumB 1.0 (all 5 systems each), real rows unchanged."""
     directory.mkdir(parents=True, exist_ok=True)
-    lines = (THUMB / "mscoco_THumB-1.0.jsonl").read_text().splitlines()
-    keep = []
-    for line in lines:
-        seg = json.loads(line)["seg_id"]
-        if seg not in keep:
-            keep.append(seg)
-    keep = set(keep[:n_images])
-    (directory / "mscoco_THumB-1.0.jsonl").write_text("\n".join(l for l in lines if json.loads(l)["seg_id"] in keep) + "\n")
-    refs = [l for l in (THUMB / "mscoco_references.json").read_text().splitlines() if l.strip() and json.loads(l)["seg_id"] in keep]
-    (directory / "mscoco_references.json").write_text("\n".join(refs) + "\n")
+    judged, refs = _thumb_subset_texts(n_images)
+    (directory / "mscoco_THumB-1.0.jsonl").write_text(judged)
+    (directory / "mscoco_references.json").write_text(refs)
     return directory
 
 
