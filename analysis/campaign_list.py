@@ -13,6 +13,7 @@ from django.db.models import Count, F, Q
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from crowd import owners
 from crowd.models import Assignment, Item
 from crowd.privacy import visible_campaigns
 
@@ -67,6 +68,9 @@ def campaign_rows(campaigns) -> list[dict]:
 @require_GET
 def campaign_list(request):
     """The campaigns the user may see (:func:`crowd.privacy.visible_campaigns`: those they own, every
-    one for a superuser), newest first, with progress, agreement and state."""
+    one for a superuser), newest first, with progress, agreement and state; above them the open
+    invitations to co-own a campaign addressed to the user (:func:`crowd.owners.pending_for`), each
+    with Accept and Decline buttons."""
     campaigns = visible_campaigns(request.user).select_related("dataset")
-    return render(request, "crowd/owner/list.html", {"rows": campaign_rows(campaigns)})
+    return render(request, "crowd/owner/list.html", {"rows": campaign_rows(campaigns),
+                                                     "owner_invitations": owners.pending_for(request.user)})

@@ -7,10 +7,11 @@ the last computation of the same subject and parameters (None when there is none
 ``elapsed`` and ``last_seconds`` in seconds; ``refresh`` the seconds to wait before asking again
 (None once done or failed). Reading it never queues or computes anything. A campaign's report
 is seen by whoever sees the campaign (:func:`crowd.privacy.visible_campaigns`: its owners and
-superusers; plain staff users are no exception): others get 404, as on the campaign's owner pages.
+superusers; plain staff users are no exception): others get 404, as on the campaign's owner pages,
+the same answer as for an id that names no report (so ids cannot be probed: the API's problem
+document says "no such report" for both).
 """
 from django.http import Http404, JsonResponse
-from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
 from crowd.privacy import visible_campaigns
@@ -21,10 +22,11 @@ from .tasks import computing_context, latest_done
 
 @require_GET
 def report_status(request, pk):
-    """The status JSON of report ``pk`` (see the module docstring); 404 for an unknown report or a
-    campaign report of a campaign the user may not see."""
-    row = get_object_or_404(Report, pk=pk)
-    if row.campaign_id is not None and not visible_campaigns(request.user).filter(pk=row.campaign_id).exists():
+    """The status JSON of report ``pk`` (see the module docstring); Http404 ("no such report", the
+    same for both) for an unknown report or a campaign report of a campaign the user may not see."""
+    row = Report.objects.filter(pk=pk).first()
+    if row is None or (row.campaign_id is not None
+                       and not visible_campaigns(request.user).filter(pk=row.campaign_id).exists()):
         raise Http404("no such report")
     subject = {f: getattr(row, f) for f in ("campaign", "dataset", "image") if getattr(row, f + "_id") is not None}
     previous = latest_done(row.kind, row.params, **subject) if row.status != Report.DONE else None

@@ -18,7 +18,9 @@ Who may do what, as on the owner pages: every resource needs an authenticated us
 otherwise); a campaign is visible to its owners and superusers only
 (:func:`api.base.owned_campaign`, :func:`api.base.visible_campaigns`); to anyone else it does not
 exist (404, so names do not leak). Any authenticated user may create a campaign, as with the
-page's form, and becomes one of its owners.
+page's form, and becomes one of its owners. Only a superuser names further ``owners`` directly;
+anyone else invites co-owners, who accept (:mod:`api.owners`), and a non-empty ``owners`` from
+them is refused with one message whatever the names, so user names cannot be probed.
 
 Creating takes the options of ``create_campaign`` by their names (``kind``, ``dataset``, ``name``,
 ``title``, ``owners``, ``k``, ``images``, ``systems``, ``captions_per_set``, ``pairs_per_image``,
@@ -194,7 +196,8 @@ class CampaignCreate(serializers.Serializer):
     name = serializers.CharField(max_length=200, help_text="campaign name (1-100 letters, digits, - and _; unique)")
     title = serializers.CharField(max_length=1000, required=False, default="", allow_blank=True)
     owners = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list,
-                                   max_length=100, help_text="user names of further owners (you are one anyway)")
+                                   max_length=100, help_text="superusers only: user names of further owners (you are "
+                                                                   "one anyway); others invite co-owners")
     k = serializers.IntegerField(required=False, allow_null=True, default=None,
                                  help_text="judgments per item (default: the kind's, 3 or 5)")
     images = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
@@ -251,10 +254,35 @@ def invalid(message: str, field: str | None = None) -> exceptions.ValidationErro
     return exceptions.ValidationError({field or _field_of(message): [_api_words(message)]})
 
 
-def create_options(d: dict) -> tuple[Dataset, list, dict]:
-    """(dataset, further owners, kind options) of validated :class:`CampaignCreate` data, checked as
-    ``create_campaign`` checks them (its :meth:`check_options`, then the dataset, the owners, the
-    atoms); ValidationError naming the field otherwise."""
+#: the one answer to ``owners`` from a user who is not a superuser, whatever the names
+OWNERS_BY_INVITATION = ("only a superuser sets owners directly; invite co-owners once the campaign exists "
+                        "(POST /api/campaigns/<name>/owner-invitations/): they become owners when they accept")
+
+
+def further_owners(user, names: list[str]) -> list:
+    """The accounts of ``names`` to make owners besides ``user`` (their own name is ignored). Only a
+    superuser sets owners directly (an unknown name: ValidationError naming it, as ``create_campaign
+    --owner``); for anyone else any other name is refused with the one message
+    :data:`OWNERS_BY_INVITATION`, whether or not it has an account, so that user names cannot be
+    probed (co-owners are invited: :mod:`api.owners`)."""
+    names = [n for n in names if n != user.get_username()]
+    if names and not user.is_superuser:
+        raise invalid(OWNERS_BY_INVITATION, "owners")
+    users = get_user_model().objects
+    owners = []
+    for username in names:
+        account = users.filter(username=username).first()
+        if account is None:
+            raise invalid(f"unknown user {username!r}", "owners")
+        owners.append(account)
+    return owners
+
+
+def create_options(d: dict, user) -> tuple[Dataset, list, dict]:
+    """(dataset, further owners, kind options) of validated :class:`CampaignCreate` data sent by
+    ``user``, checked as ``create_campaign`` checks them (its :meth:`check_options`, then the
+    dataset, the owners (:func:`further_owners`), the atoms); ValidationError naming the field
+    otherwise."""
     o = dict(d, images_dir="", consent_file="")
     try:
         CreateCampaign.check_options(o)
@@ -267,13 +295,7 @@ def create_options(d: dict) -> tuple[Dataset, list, dict]:
     dataset = Dataset.objects.filter(name=d["dataset"]).first()
     if dataset is None:
         raise invalid(f"unknown dataset {d['dataset']!r}", "dataset")
-    users = get_user_model().objects
-    owners = []
-    for username in d["owners"]:
-        user = users.filter(username=username).first()
-        if user is None:
-            raise invalid(f"unknown user {username!r}", "owners")
-        owners.append(user)
+    owners = further_owners(user, d["owners"])
     options = {k: d[k] for k in ("images", "captions_per_set", "pairs_per_image", "gold") if d[k] is not None}
     if d["systems"]:
         options["systems"] = [s.strip() for s in d["systems"] if s.strip()]
@@ -293,7 +315,7 @@ def create(request, d: dict) -> Response:
     """Create the campaign of validated :class:`CampaignCreate` data (see :func:`create_options`)
     as ``create_campaign`` does, the requesting user its first owner; 201 with its detail and
     ``Location``, 400 for a refused option, 409 for a name taken."""
-    dataset, owners, options = create_options(d)
+    dataset, owners, options = create_options(d, request.user)
     try:
         with transaction.atomic():
             campaign = CreateCampaign.create(dataset, d, [request.user, *owners], options)

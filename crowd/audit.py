@@ -5,7 +5,12 @@
   :func:`crowd.engine.invite_workers`) with their state; :func:`revoke_invitation` revokes one.
 * Worker overrides (:func:`override_worker`): block, unblock, count (their stored answers) and
   uncount (release their counted answers).
-* State changes and invitations made from the owner pages are recorded with :func:`record`.
+* State changes and invitations made from the owner pages are recorded with :func:`record`, as
+  are publishing a campaign's results (:func:`crowd.privacy.publish_results`) and co-owner
+  invitations (:mod:`crowd.owners`).
+* The irreversible actions of the provider pages (:data:`PROVIDER_ACTIONS`: what spends money,
+  pays, rejects, blocks, messages or ends something on Prolific or MTurk) are recorded with
+  :func:`record_provider_action` once they are done (not their dry runs and previews).
 
 Tokens: an invitation link is ``/rate/join/<token>/`` where ``token`` is the worker's
 ``Worker.token``, a 128-bit random secret (:func:`crowd.models.campaigns.new_token`) stored as is
@@ -43,6 +48,39 @@ def record(campaign: Campaign, user, action: str, *, target: str = "", reason: s
         action=action, target=str(target)[:200], reason=str(reason).replace("\x00", "")[:MAX_REASON],
         detail=detail or {},
     )
+
+
+#: the irreversible actions of the provider pages, (provider, page action) -> audit action; the
+#: other page actions (settings, a draft study, the cost, pause and resume, sync, collect, a bonus not
+#: yet paid, reconcile, exports) change nothing that cannot be changed back
+PROVIDER_ACTIONS = {
+    (Campaign.PROLIFIC, "publish"): "prolific-publish",  # the study goes live: its cost is committed
+    (Campaign.PROLIFIC, "stop"): "prolific-stop",  # final on Prolific
+    (Campaign.PROLIFIC, "add-places"): "prolific-add-places",  # more places paid for
+    (Campaign.PROLIFIC, "approve"): "prolific-approve",  # pays the reward
+    (Campaign.PROLIFIC, "review"): "prolific-review",  # approves and rejects by rules (applied)
+    (Campaign.PROLIFIC, "reject"): "prolific-reject",
+    (Campaign.PROLIFIC, "pay"): "prolific-pay",  # pays a bonus
+    (Campaign.MTURK, "publish"): "mturk-publish",  # creates HITs: their rewards and fees are committed
+    (Campaign.MTURK, "review"): "mturk-review",  # approves (pays) and rejects assignments
+    (Campaign.MTURK, "send-bonuses"): "mturk-send-bonuses",
+    (Campaign.MTURK, "block"): "mturk-block",  # blocks workers on MTurk
+    (Campaign.MTURK, "notify"): "mturk-notify",  # messages sent to workers
+    (Campaign.MTURK, "expire"): "mturk-expire",  # HITs taken off MTurk
+}
+
+
+def record_provider_action(campaign: Campaign, user, provider: str, action: str, lines, *,
+                           target: str = "") -> AuditEntry | None:
+    """Record the provider page action ``action`` of ``provider`` (``"prolific"`` | ``"mturk"``)
+    done by ``user`` if it is irreversible (:data:`PROVIDER_ACTIONS`; None, nothing written, for
+    another); ``lines`` are the lines the page shows as its result, of which the last three are kept
+    (``detail["result"]``, at most 1,000 characters); ``target`` e.g. the submission or bonus."""
+    verb = PROVIDER_ACTIONS.get((provider, action))
+    if verb is None:
+        return None
+    result = " / ".join(" ".join(str(line).split()) for line in list(lines)[-3:])
+    return record(campaign, user, verb, target=target, detail={"result": result[:1000]})
 
 
 @dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from . import audit
 from .kinds.description import system_name
 from .models import Campaign, System
 
@@ -60,14 +61,17 @@ def public_systems(dataset):
     return System.objects.filter(dataset=dataset).exclude(pk__in=private_system_ids(dataset))
 
 
-def publish_results(campaign: Campaign) -> Campaign:
+def publish_results(campaign: Campaign, user=None) -> Campaign:
     """Publish ``campaign``'s results: from now on its system and texts appear on public pages.
-    Idempotent (the first publication time is kept). The caller checks that the user owns the
-    campaign (the owner page does, :func:`crowd.views.owner.owned_campaign`)."""
+    Irreversible, so the publication is written to the campaign's audit trail
+    (``publish-results``, by ``user``; None: the platform) in the same transaction. Idempotent (the
+    first publication time is kept, and a second call writes no entry). The caller checks that the
+    user owns the campaign (the owner page does, :func:`crowd.views.owner.owned_campaign`)."""
     with transaction.atomic():
         current = Campaign.objects.select_for_update().get(pk=campaign.pk)
         if current.results_published_at is None:
             current.results_published_at = timezone.now()
             current.save(update_fields=["results_published_at"])
+            audit.record(current, user, "publish-results", detail={"kind": current.kind})
     campaign.results_published_at = current.results_published_at
     return campaign

@@ -90,7 +90,7 @@ INSTALLED_APPS = [
     "analysis",
     "axes",  # login throttling (django-axes): see "Logins" below
     "rest_framework",  # the REST API (api/, docs/api.md)
-    "rest_framework.authtoken",  # per-user API tokens
+    "knox",  # per-user API tokens, stored hashed (django-rest-knox; api/account.py)
     "drf_spectacular",  # its OpenAPI 3 schema
     "drf_spectacular_sidecar",  # Swagger UI served from /static/, no CDN
     "api",
@@ -319,7 +319,7 @@ API_INLINE_IMPORT_BYTES = int(os.environ.get("API_INLINE_IMPORT_BYTES", str(1024
 API_IDEMPOTENCY_SECONDS = int(os.environ.get("API_IDEMPOTENCY_SECONDS", str(24 * 3600)))
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",  # Authorization: Token <key>
+        "knox.auth.TokenAuthentication",  # Authorization: Token <key>, checked against its SHA-512 digest
         "rest_framework.authentication.SessionAuthentication",  # the browser (CSRF checked on writes)
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
@@ -331,6 +331,12 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.MultiPartParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+# API tokens (django-rest-knox): the database keeps a key's SHA-512 digest and its first 15 characters
+# (to find it), never the key; one token per user (api.account), valid until replaced or revoked
+REST_KNOX = {
+    "TOKEN_TTL": None,
+    "AUTH_HEADER_PREFIX": "Token",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "captioneval API",

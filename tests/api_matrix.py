@@ -20,7 +20,8 @@ Who is who (:func:`build_world`):
     the owner pages' rule (:func:`crowd.views.owner.owned_campaign`: owners and superusers).
 
 A row's ``path`` is formatted with the world's names (``{dataset}``, ``{run}``, ``{campaign}``,
-``{other_campaign}``, ``{import_job}``: an import job of staff's); ``body`` (a function of the world, or None) gives the request's data: a dict
+``{other_campaign}``, ``{import_job}``: an import job of staff's, ``{owner_invitation}``: owner's invitation of
+``rater`` to co-own the campaign); ``body`` (a function of the world, or None) gives the request's data: a dict
 sent as JSON, or with ``multipart=True`` as a multipart form (file values: ``(name, bytes)``).
 """
 from __future__ import annotations
@@ -64,11 +65,13 @@ class World:
     campaign: str = "api-owned"
     other_campaign: str = "api-other"
     import_job: int = 0
+    owner_invitation: int = 0
     files: Path | None = None
 
     def names(self) -> dict:
         return {"dataset": self.dataset, "run": self.run, "campaign": self.campaign,
-                "other_campaign": self.other_campaign, "system": self.system, "import_job": self.import_job}
+                "other_campaign": self.other_campaign, "system": self.system, "import_job": self.import_job,
+                "owner_invitation": self.owner_invitation}
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,17 @@ ROWS: list[Row] = [
     *[Row("GET", f"/api/campaigns/{{campaign}}/{part}/", owners_only(200))
       for part in ("progress", "report", "judgments", "workers")],
     Row("GET", "/api/campaigns/no-such-campaign/", owners_only(404)),
+    # co-owner invitations (api/owners.py): a campaign's are its owners'; those received, every account's own
+    Row("GET", "/api/campaigns/{campaign}/owner-invitations/", owners_only(200)),
+    Row("POST", "/api/campaigns/{campaign}/owner-invitations/", owners_only(201), lambda w: {"username": "someone"}),
+    Row("DELETE", "/api/campaigns/{campaign}/owner-invitations/{owner_invitation}/", owners_only(200)),
+    Row("GET", "/api/owner-invitations/", {"anonymous": 401, "rater": 200, "other_owner": 200, "owner": 200,
+                                           "staff": 200}),
+    # only the invited user answers an invitation: to anyone else it is missing (404)
+    *[Row("POST", f"/api/owner-invitations/{{owner_invitation}}/{answer}/", {"anonymous": 401, "rater": 200,
+                                                                             "other_owner": 404, "owner": 404,
+                                                                             "staff": 404})
+      for answer in ("accept", "decline")],
     # --- end of helper C's block ------------------------------------------------------------------------
     # other routes
     Row("GET", "/api/schema/", everyone(200)),
@@ -143,12 +157,13 @@ def build_world(directory: Path) -> World:
     """Create the matrix's world in the database (the caller wraps it in a transaction or keeps it):
     users with tokens, dataset ``api-world`` imported from the bundled COCO-format files
     (``tests/coco_sets.py``: 30 images, their references, four THumB models' captions as system
-    ``model``), a BLEU-1 run computed in-process, and two draft rating campaigns."""
+    ``model``), a BLEU-1 run computed in-process, two draft rating campaigns and the owner's invitation
+    of ``rater`` to co-own the first."""
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
+    from api.account import create_token
 
     from api.models import ImportJob
-    from crowd import engine
+    from crowd import engine, owners
     from crowd.importers.coco import SystemFile, import_coco
     from crowd.models import Dataset
     from metrics import pipeline, tasks
@@ -159,7 +174,7 @@ def build_world(directory: Path) -> World:
     for name in USERS[1:]:
         user = User.objects.create_user(f"api-{name}", password="pw", is_staff=(name == "staff"))
         world.users[name] = user
-        world.tokens[name] = Token.objects.create(user=user).key
+        world.tokens[name] = create_token(user)
     import_coco(world.dataset, world.files / "captions.json", [SystemFile(world.system, world.files / "thumb_models.json")])
     dataset = Dataset.objects.get(name=world.dataset)
     runs = pipeline.plan_runs(world.dataset, ["bleu_1"])
@@ -167,7 +182,9 @@ def build_world(directory: Path) -> World:
     world.run = runs[0].pk
     world.import_job = ImportJob.objects.create(user=world.users["staff"], name=world.dataset, format="coco",
                                                 status=ImportJob.DONE, message="imported").pk
-    engine.create_campaign(dataset, "rating", name=world.campaign, owners=[world.users["owner"]], options={"images": 2})
+    campaign = engine.create_campaign(dataset, "rating", name=world.campaign, owners=[world.users["owner"]],
+                                      options={"images": 2})
+    world.owner_invitation = owners.invite(campaign, world.users["rater"].get_username(), world.users["owner"]).pk
     engine.create_campaign(dataset, "rating", name=world.other_campaign, owners=[world.users["other_owner"]],
                            options={"images": 2})
     return world

@@ -10,7 +10,8 @@ import pytest
 from django.core.cache import cache
 from django.core.management.base import CommandError
 from django.test import Client
-from rest_framework.authtoken.models import Token
+from knox.crypto import hash_token
+from knox.models import AuthToken
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
@@ -218,7 +219,8 @@ def test_api_token_command_creates_lists_replaces_and_revokes(world, db):  # noq
 
     User.objects.create_user("carol", password="pw")
     key = run_command("api_token", "create", "--user", "carol").strip()
-    assert re.fullmatch(r"[0-9a-f]{40}", key) and Token.objects.get(user__username="carol").key == key
+    stored = AuthToken.objects.get(user__username="carol")  # its digest, never the key
+    assert re.fullmatch(r"[0-9a-f]{64}", key) and stored.digest == hash_token(key) and key not in str(vars(stored))
     c = Client()
     assert c.get("/api/datasets/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
     with pytest.raises(CommandError, match="already has a token"):
@@ -250,19 +252,19 @@ def test_account_page_creates_shows_once_and_revokes(world, db):  # noqa: F811
     assert page.status_code == 200 and "You have no API token" in page.content.decode()
     csrf = page.cookies["csrftoken"].value
     assert c.post("/accounts/api-token/", {"action": "create"}).status_code == 403  # no CSRF token: refused
-    assert not Token.objects.filter(user=user).exists()
+    assert not AuthToken.objects.filter(user=user).exists()
     created = c.post("/accounts/api-token/", {"action": "create", "csrfmiddlewaretoken": csrf})
-    key = Token.objects.get(user=user).key
-    assert created.status_code == 200 and f'value="{key}"' in created.content.decode()
+    key = re.search(r'id="new-key" readonly value="([0-9a-f]{64})"', created.content.decode()).group(1)
+    assert created.status_code == 200 and AuthToken.objects.get(user=user).digest == hash_token(key)
     assert Client().get("/api/datasets/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
     later = c.get("/accounts/api-token/").content.decode()
     assert key not in later and key[:4] in later  # shown once only
     replaced = c.post("/accounts/api-token/", {"action": "create", "csrfmiddlewaretoken": csrf})
-    new = Token.objects.get(user=user).key
-    assert new != key and new in replaced.content.decode()
+    new = re.search(r'id="new-key" readonly value="([0-9a-f]{64})"', replaced.content.decode()).group(1)
+    assert new != key and AuthToken.objects.get(user=user).digest == hash_token(new)
     assert c.post("/accounts/api-token/", {"action": "nonsense", "csrfmiddlewaretoken": csrf}).status_code == 400
     revoked = c.post("/accounts/api-token/", {"action": "revoke", "csrfmiddlewaretoken": csrf})
-    assert "API token revoked" in revoked.content.decode() and not Token.objects.filter(user=user).exists()
+    assert "API token revoked" in revoked.content.decode() and not AuthToken.objects.filter(user=user).exists()
     assert Client().get("/api/datasets/", HTTP_AUTHORIZATION=f"Token {new}").status_code == 401
 
 
@@ -285,7 +287,7 @@ def test_account_page_in_chromium_at_1400_and_390(live_server, browser, tmp_path
     browser.find_element(By.ID, "create-token").click()
     WebDriverWait(browser, 10).until(stale(old))
     shown = browser.find_element(By.ID, "new-key").get_attribute("value")
-    assert shown == Token.objects.get(user__username="erin").key
+    assert AuthToken.objects.get(user__username="erin").digest == hash_token(shown)
     for width in (1400, 390):
         browser.set_window_size(width, 900)
         assert browser.execute_script("return document.documentElement.scrollWidth") <= width
@@ -295,7 +297,7 @@ def test_account_page_in_chromium_at_1400_and_390(live_server, browser, tmp_path
     browser.find_element(By.ID, "revoke-token").click()
     WebDriverWait(browser, 10).until(stale(old))
     assert "API token revoked" in browser.find_element(By.ID, "token-message").text
-    assert not Token.objects.filter(user__username="erin").exists()
+    assert not AuthToken.objects.filter(user__username="erin").exists()
 
 
 def test_production_refuses_a_malformed_api_rate():

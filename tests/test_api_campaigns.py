@@ -9,7 +9,7 @@ import json
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
+from api.account import create_token
 
 from crowd import engine
 from crowd.models import AuditEntry, Campaign, Item
@@ -82,7 +82,8 @@ def test_create_refuses_what_the_command_refuses_and_writes_nothing(scored, alic
         ({"practice_pass": 0}, "practice_pass", "practice pass mark must be a share in (0, 1]"),
         ({"consent_text": "x" * 20_001}, "consent_text", "20000 characters"),
         ({"dataset": "no-such-dataset"}, "dataset", "unknown dataset 'no-such-dataset'"),
-        ({"owners": ["nobody"]}, "owners", "unknown user 'nobody'"),
+        ({"owners": ["nobody"]}, "owners", "only a superuser sets owners directly"),
+        ({"owners": ["bob"]}, "owners", "only a superuser sets owners directly"),
         ({"kind": "no-such-kind"}, "kind", "is not a valid choice"),
         ({"systems": ["no-such-system"], "kind": "diversity"}, None, "no-such-system"),
         ({"practice": 3, "kind": "description"}, None, "have no gold items, so no practice items either"),
@@ -95,9 +96,11 @@ def test_create_refuses_what_the_command_refuses_and_writes_nothing(scored, alic
     body = _problem(post(client, "/api/campaigns/", {**good, "images": 6}), 409)
     assert body["detail"] == "a campaign named 'fine' exists already"
     assert Campaign.objects.count() == 1 and Campaign.objects.get().owners.get() == alice
-    # more owners, as create_campaign --owner
-    assert post(client, "/api/campaigns/", {**good, "name": "shared", "owners": ["bob"]}).status_code == 201
-    assert set(Campaign.objects.get(name="shared").owners.values_list("username", flat=True)) == {"alice", "bob"}
+    # more owners, as create_campaign --owner: a superuser names them (anyone else invites: test_leaks.py)
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    assert post(client, "/api/campaigns/", {**good, "name": "shared", "owners": ["bob", "alice"]}).status_code == 201
+    assert set(Campaign.objects.get(name="shared").owners.values_list("username", flat=True)) == {"root", "alice", "bob"}
+    _problem(post(client, "/api/campaigns/", {**good, "name": "shared2", "owners": ["nobody"]}), 400, "owners")
 
 
 def test_create_with_an_idempotency_key_replays_instead_of_creating_twice(scored, alice, client):  # noqa: F811
@@ -225,7 +228,7 @@ def test_only_owners_and_superusers_see_a_campaign(scored, alice, bob, client): 
     mine.refresh_from_db()
     assert mine.state == "live" and not Campaign.objects.filter(name="anon").exists()
     # a token works as the session does
-    token = Token.objects.create(user=alice).key
+    token = create_token(alice)
     response = client.get("/api/campaigns/alices/progress/", HTTP_AUTHORIZATION=f"Token {token}")
     assert response.status_code == 200 and response.json()["campaign"] == "alices"
 

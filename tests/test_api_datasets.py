@@ -246,7 +246,7 @@ def test_a_large_upload_is_imported_by_a_background_job(settings, tmp_path):
     (the quick start) a background thread imports it; the job ends done with the inline answer, or
     failed with the importer's message and nothing written; a job is its uploader's and staff's."""
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
+    from api.account import create_token
 
     from .coco_sets import write_coco_files
 
@@ -254,7 +254,7 @@ def test_a_large_upload_is_imported_by_a_background_job(settings, tmp_path):
     settings.API_INLINE_IMPORT_BYTES = 1000
     staff = User.objects.create_user("api-importer", password="pw", is_staff=True)
     other = User.objects.create_user("api-curious", password="pw", is_staff=False)
-    headers = {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=staff).key}"}
+    headers = {"HTTP_AUTHORIZATION": f"Token {create_token(staff)}"}
     c = Client()
     fields = {"format": "coco", "name": "api-big", "system": "thumb-models",
               "annotations": SimpleUploadedFile("captions.json", (files / "captions.json").read_bytes()),
@@ -268,13 +268,14 @@ def test_a_large_upload_is_imported_by_a_background_job(settings, tmp_path):
     results = json.loads((files / "thumb_models.json").read_bytes())
     assert Caption.objects.filter(system__dataset__name="api-big", system__name="thumb-models").count() == len(results)
     assert done["result"]["counts"]["captions of thumb-models"] == len(results)
-    assert c.get(job["url"], HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=other).key}").status_code == 404
+    other_key = create_token(other)
+    assert c.get(job["url"], HTTP_AUTHORIZATION=f"Token {other_key}").status_code == 404
     assert c.get(job["url"]).status_code == 401
     from api.models import ImportJob
 
     listed = [j["id"] for j in c.get("/api/imports/", **headers).json()["results"]]  # staff: every job
     assert job["id"] in listed and listed == list(ImportJob.objects.values_list("pk", flat=True))
-    mine = Client().get("/api/imports/", HTTP_AUTHORIZATION=f"Token {Token.objects.get(user=other).key}").json()
+    mine = Client().get("/api/imports/", HTTP_AUTHORIZATION=f"Token {other_key}").json()
     assert mine["count"] == 0  # a user who uploaded nothing sees no job
 
     before = snapshot()

@@ -36,13 +36,13 @@ def run_script(url, token, dataset, folder, out):
 def test_the_documented_script_uploads_computes_and_downloads_the_leaderboard(live_server, tmp_path, settings,
                                                                                inline_bytes):
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
+    from api.account import create_token
 
     settings.API_INLINE_IMPORT_BYTES = inline_bytes  # 20000: every file is imported by a background job
     subprocess.run([sys.executable, str(ROOT / "scripts" / "thumb_as_coco.py"), str(tmp_path)], check=True,
                    capture_output=True)
     staff = User.objects.create_user("researcher", password="pw", is_staff=True)
-    token = Token.objects.create(user=staff).key
+    token = create_token(staff)
     out = tmp_path / "leaderboard.json"
     proc = run_script(live_server.url, token, "thumb-api", tmp_path, out)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -70,7 +70,7 @@ def test_the_documented_script_against_a_server_with_a_real_celery_worker(tmp_pa
     Every upload goes through an import job (API_INLINE_IMPORT_BYTES=20000), the runs and the
     leaderboard report are computed by the worker; the script's leaderboard is the leaderboard code's."""
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
+    from api.account import create_token
 
     from api.models import ImportJob
 
@@ -79,7 +79,7 @@ def test_the_documented_script_against_a_server_with_a_real_celery_worker(tmp_pa
     subprocess.run([sys.executable, str(ROOT / "scripts" / "thumb_as_coco.py"), str(tmp_path)], check=True,
                    capture_output=True)
     staff = User.objects.create_user("researcher", password="pw", is_staff=True)
-    token = Token.objects.create(user=staff).key
+    token = create_token(staff)
     with web_and_worker(tmp_path, ready_path="/api/schema/", API_INLINE_IMPORT_BYTES="20000", API_RATE_LIMIT="0",
                         REPORTS_AFTER_METRIC_RUNS="0") as (url, worker):
         out = tmp_path / "leaderboard.json"

@@ -108,11 +108,11 @@ def test_a_run_started_over_the_api_progresses_to_done(subset_dir):
     background thread of the web process, its progress is visible until it is done, and its scores
     are every candidate caption's."""
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
+    from api.account import create_token
 
     run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "api-sub")
     staff = User.objects.create_user("api-runner", password="pw", is_staff=True)
-    headers = {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=staff).key}"}
+    headers = {"HTTP_AUTHORIZATION": f"Token {create_token(staff)}"}
     c = Client()
     response = c.post("/api/runs/", {"dataset": "api-sub", "metrics": ["bleu_4", "rouge_l"]},
                       content_type="application/json", **headers)

@@ -202,7 +202,8 @@ def test_webhook_checks_signature_and_timestamp_and_a_replay_is_a_no_op(fake_pro
     assert client.get(reverse("crowd:prolific-webhook")).status_code == 405
     assert ProlificEvent.objects.count() == 0 and not ProlificSubmission.objects.exists()
     assert calls_to(fake_prolific, f"submissions/{sid}/") == []  # nothing fetched for refused deliveries
-    r = _post_hook(client, payload)
+    ts = str(int(time.time()))
+    r = _post_hook(client, payload, ts=ts)
     assert r.status_code == 200 and r.json()["result"] == "processed"
     held.refresh_from_db()
     assert held.state == Assignment.RETURNED
@@ -210,7 +211,7 @@ def test_webhook_checks_signature_and_timestamp_and_a_replay_is_a_no_op(fake_pro
     assert sub.status == "RETURNED" and sub.released_at is not None
     fetched = len(calls_to(fake_prolific, f"submissions/{sid}/"))
     assert fetched == 1
-    replay = _post_hook(client, payload)
+    replay = _post_hook(client, payload, ts=ts, event_id="evt-other")  # the same signed delivery, any event id
     assert replay.status_code == 200 and replay.json()["result"] == "duplicate"
     assert len(calls_to(fake_prolific, f"submissions/{sid}/")) == fetched
     assert ProlificEvent.objects.count() == 1

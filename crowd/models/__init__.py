@@ -7,7 +7,7 @@
 * :mod:`crowd.models.sessions` -- participant sessions (consent, practice, a bundle of tasks, the outcome).
 * :mod:`crowd.models.prolific` -- Prolific studies, submissions, the bonus ledger, call log, webhook events.
 """
-from .campaigns import Assignment, AuditEntry, Campaign, CampaignRater, Item, Worker, WorkerStatus
+from .campaigns import Assignment, AuditEntry, Campaign, CampaignRater, Item, OwnerInvitation, Worker, WorkerStatus
 from .mturk import MTurkBatch, MTurkCall, MTurkConfig, MTurkHIT, MTurkSync, Payment
 from .prolific import ProlificBonus, ProlificCall, ProlificEvent, ProlificStudy, ProlificSubmission
 from .sessions import ParticipantSession, PracticeAnswer
@@ -15,7 +15,7 @@ from .datasets import Caption, Dataset, HumanJudgment, Image, ObjectLabel, Pairw
 
 __all__ = [
     "Assignment", "AuditEntry", "Campaign", "CampaignRater", "Caption", "Dataset", "HumanJudgment", "Image", "Item", "ObjectLabel",
-    "PairwiseJudgment",
+    "OwnerInvitation", "PairwiseJudgment",
     "System", "Worker", "WorkerStatus", "MTurkBatch", "MTurkCall", "MTurkConfig", "MTurkHIT", "MTurkSync", "Payment",
     "ParticipantSession", "PracticeAnswer", "ProlificBonus", "ProlificCall", "ProlificEvent", "ProlificStudy",
     "ProlificSubmission",

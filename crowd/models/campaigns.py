@@ -317,7 +317,13 @@ class AuditEntry(models.Model):
 
     ACTIONS = [(a, a) for a in (
         "publish", "pause", "resume", "finish", "auto-finish", "invite", "revoke", "block", "unblock", "count",
-        "uncount",
+        "uncount", "publish-results",
+        # co-owners (crowd.owners): an owner invites a user name, the invitation is revoked, or its user answers
+        "owner-invite", "owner-revoke", "owner-accept", "owner-decline",
+        # the irreversible actions of the provider pages (crowd.audit.PROVIDER_ACTIONS)
+        "prolific-publish", "prolific-stop", "prolific-add-places", "prolific-approve", "prolific-review",
+        "prolific-reject", "prolific-pay", "mturk-publish", "mturk-review", "mturk-send-bonuses", "mturk-block",
+        "mturk-notify", "mturk-expire",
     )]
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="audit_entries")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -341,3 +347,41 @@ class AuditEntry(models.Model):
         """``detail`` as ``key value, key value`` for pages (a key such as ``items`` would shadow
         ``dict.items`` in a template)."""
         return ", ".join(f"{k} {v}" for k, v in (self.detail or {}).items())
+
+
+class OwnerInvitation(models.Model):
+    """An owner's invitation to another user to co-own ``campaign`` (:mod:`crowd.owners`).
+
+    ``username`` is the name the owner typed, never looked up when the invitation is made, so that
+    inviting answers the same whether or not an account of that name exists (user names cannot be
+    probed). The user of that name, once logged in, sees it (the campaign list, the API) and
+    accepts it (becoming an owner) or declines it, until ``expires_at``; an owner may revoke it
+    before. ``state``: pending, accepted, declined, revoked or expired (``answered_at``: when it
+    left pending). At most one pending invitation per campaign and user name."""
+
+    PENDING, ACCEPTED, DECLINED, REVOKED, EXPIRED = "pending", "accepted", "declined", "revoked", "expired"
+    STATES = [(s, s) for s in (PENDING, ACCEPTED, DECLINED, REVOKED, EXPIRED)]
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="owner_invitations")
+    username = models.CharField(max_length=150, help_text="the invited user name, as the owner typed it")
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    state = models.CharField(max_length=10, choices=STATES, default=PENDING)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "username"], condition=models.Q(state="pending"),
+                                    name="owner_invitation_one_pending"),
+        ]
+
+    def __str__(self):
+        return f"{self.username} invited to co-own {self.campaign} ({self.state})"
+
+    @property
+    def is_open(self) -> bool:
+        """Pending and not expired: its user may still accept or decline it."""
+        return self.state == self.PENDING and self.expires_at > timezone.now()

@@ -8,8 +8,9 @@ environment variable ``PROLIFIC_WEBHOOK_SECRET``), over the timestamp followed b
 A request whose timestamp is further than ``PROLIFIC_WEBHOOK_TOLERANCE_SECONDS`` from our clock is
 refused (a captured request cannot be replayed later). Deliveries are at least once
 ("Idempotency and the X-Event-ID Header"): :class:`~crowd.models.ProlificEvent.event_key` is the
-SHA-256 of ``X-Event-ID`` when sent, else of the signed timestamp and body, so a redelivery is a
-no-op.
+SHA-256 of what the signature covers, the timestamp and the body, so a redelivery is a no-op. The
+``X-Event-ID`` header is not signed, so it takes no part: a captured signed delivery sent again
+within the tolerance with a new event id is the same event (a duplicate), not a new one.
 
 The body is a claim about a resource, not the resource: for ``submission.status.change`` we fetch
 the submission from the API and apply that (:func:`crowd.prolific.sync.apply_submission`); for
@@ -32,7 +33,6 @@ from crowd.models import ProlificEvent, ProlificStudy
 
 SIGNATURE_HEADER = "X-Prolific-Request-Signature"
 TIMESTAMP_HEADER = "X-Prolific-Request-Timestamp"
-EVENT_ID_HEADER = "X-Event-ID"
 EVENT_TYPES = ("submission.status.change", "study.status.change", "study.progress.change")
 ID_RE = re.compile(r"^[0-9A-Za-z]{1,64}$")
 MAX_BODY = 64 * 1024
@@ -81,11 +81,10 @@ def verify(headers, body: bytes, *, secret: str | None = None, now: float | None
     return ts
 
 
-def event_key(headers, timestamp: str, body: bytes) -> str:
-    """SHA-256 hex of the event id (``X-Event-ID``) if sent, else of timestamp + body."""
-    eid = _header(headers, EVENT_ID_HEADER)
-    if eid and len(eid) <= 200:
-        return hashlib.sha256(b"id:" + eid.encode()).hexdigest()
+def event_key(timestamp: str, body: bytes) -> str:
+    """SHA-256 hex of the signed content: the timestamp (checked by :func:`verify`), ``.``, the raw
+    body. Unsigned headers (``X-Event-ID``) take no part, so nobody without the secret can make a
+    captured delivery look new."""
     return hashlib.sha256(timestamp.encode() + b"." + body).hexdigest()
 
 
@@ -116,7 +115,7 @@ def handle(headers, body: bytes, *, api=None, now: float | None = None) -> str:
 
     ts = verify(headers, body, now=now)
     payload = parse(body)
-    key = event_key(headers, ts, body)
+    key = event_key(ts, body)
     etype, rid = payload["event_type"], payload["resource_id"]
     status = str(payload.get("status") or "")[:30]
     try:

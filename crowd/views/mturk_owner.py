@@ -4,7 +4,9 @@ review by rules, bonuses, blocks, messages, expiry, and the requester-website ex
 
 Every action is a POST to ``/campaigns/<name>/mturk/<action>/``; with ``dry_run`` set nothing is
 sent and the page shows the requests that would have been. The result of the last action is shown
-at the top of the page. Only the campaign's owners reach any of it (404 for anyone else).
+at the top of the page. The irreversible ones (publish, review, send-bonuses, block, notify,
+expire: :data:`crowd.audit.PROVIDER_ACTIONS`) are written to the campaign's audit trail when done
+for real. Only the campaign's owners reach any of it (404 for anyone else).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from crowd import audit
 from crowd.models import Campaign, MTurkBatch, MTurkConfig, Payment
 from crowd.mturk import publish as pub
 from crowd.mturk import review, website
@@ -172,6 +175,8 @@ def action(request, name, action):
         messages.error(request, f"{action}: {exc}")
     else:
         request.session[RESULT_KEY] = {"action": action, "dry_run": dry, "lines": [str(x) for x in lines]}
+        if not dry:  # a dry run sends nothing
+            audit.record_provider_action(campaign, request.user, Campaign.MTURK, action, lines)
     return redirect("crowd:mturk", name=campaign.name)
 
 

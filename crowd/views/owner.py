@@ -1,6 +1,6 @@
 """Owner pages: the campaigns a user owns, creating one in a few clicks (with a preview of a
 rendered task), state changes (Finish asks for a confirmation), invitation links (listed, copied,
-revoked), worker overrides with an audit trail (:mod:`crowd.audit`), the owner's preview of a task
+revoked), co-owners (invited by an owner, accepted by the invited user: :mod:`crowd.owners`), worker overrides with an audit trail (:mod:`crowd.audit`), the owner's preview of a task
 as a rater sees it, a small status endpoint the campaign page polls, and exports. The campaign's dashboard (progress, quality, agreement, correlations with
 metrics), its report as JSON and its charts read the cached campaign report, so they live in
 analysis (:mod:`analysis.campaign_views`) under the same ``crowd:`` URL names.
@@ -23,7 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from crowd import audit, engine, export, images, privacy, quality
+from crowd import audit, engine, export, images, owners, privacy, quality
 from crowd.kinds import KINDS, CampaignSpecError, get_kind
 from crowd.kinds.base import check_url_template
 from crowd.kinds.visual_atom import atoms_text
@@ -283,7 +283,7 @@ def speed_floor(campaign: Campaign) -> float:
 
 def console_context(request, campaign: Campaign, workers: list[dict]) -> dict:
     """What the campaign page adds for the console: invitation links (the ones just created are
-    marked new), the audit trail (last 50 entries), the speed threshold with each worker row flagged
+    marked new), the owners and the open co-owner invitations, the audit trail (last 50 entries), the speed threshold with each worker row flagged
     ``too_fast_median`` when its median seconds per task is under it, and the overrides each worker
     row offers. Cheap: a few queries, no report."""
     new = set(request.session.pop("new_invites", None) or [])
@@ -298,6 +298,9 @@ def console_context(request, campaign: Campaign, workers: list[dict]) -> dict:
         "invitations": links, "new_invites": len(new), "speed_floor": floor,
         "audit_entries": AuditEntry.objects.filter(campaign=campaign)[:50],
         "transition_labels": transition_labels(campaign),
+        "owner_names": sorted(campaign.owners.values_list("username", flat=True)),
+        "owner_invitations": [i for i in owners.invitations(campaign) if i.state == i.PENDING],
+        "owner_invitation_days": owners.INVITATION_DAYS,
     }
 
 
@@ -360,9 +363,10 @@ def campaign_state(request, name):
 @require_POST
 def campaign_publish_results(request, name):
     """POST (owner only, CSRF): publish the campaign's results, so its data (a description
-    campaign's system and texts) appears on the public pages (:mod:`crowd.privacy`)."""
+    campaign's system and texts) appears on the public pages (:mod:`crowd.privacy`); recorded in
+    the audit trail (``publish-results``)."""
     campaign = owned_campaign(request, name)
-    privacy.publish_results(campaign)
+    privacy.publish_results(campaign, request.user)
     messages.success(request, f"The results of {campaign.name} are public.")
     return redirect("crowd:campaign", name=campaign.name)
 
@@ -394,6 +398,51 @@ def campaign_invite(request, name):
     ]
     messages.success(request, f"{n} invitation links created; they are listed under Invitation links.")
     return redirect(reverse("crowd:campaign", kwargs={"name": campaign.name}) + "#invitations")
+
+
+@login_required
+@require_POST
+def campaign_owners(request, name):
+    """POST ``username``: invite that user to co-own the campaign (:func:`crowd.owners.invite`); the
+    message is the same whether or not an account of that name exists. POST ``revoke`` (an
+    invitation's id): revoke that open invitation. Errors change nothing."""
+    campaign = owned_campaign(request, name)
+    try:
+        if "revoke" in request.POST:
+            row = owners.revoke(campaign, request.POST["revoke"], request.user)
+            messages.success(request, f"The invitation of {row.username} is revoked.")
+        else:
+            row = owners.invite(campaign, request.POST.get("username", ""), request.user)
+            messages.success(request, f"{row.username} is invited until {row.expires_at:%Y-%m-%d}: if an account of "
+                                      "that name exists, its user sees the invitation on their campaign list and "
+                                      "becomes a co-owner on accepting it.")
+    except engine.EngineError as exc:
+        messages.error(request, str(exc))
+    return redirect(reverse("crowd:campaign", kwargs={"name": campaign.name}) + "#owners")
+
+
+@login_required
+@require_POST
+def owner_invitation_answer(request, pk):
+    """POST ``answer`` = ``accept`` or ``decline``: the logged-in user answers their open co-owner
+    invitation ``pk`` (:func:`crowd.owners.accept` / :func:`crowd.owners.decline`); accepted, they
+    go to the campaign's page. Someone else's invitation answers 404 like a missing one."""
+    answer = request.POST.get("answer", "")
+    if answer not in ("accept", "decline"):
+        messages.error(request, "answer accept or decline")
+        return redirect("crowd:campaigns")
+    try:
+        row = (owners.accept if answer == "accept" else owners.decline)(pk, request.user)
+    except owners.NoSuchInvitation:
+        raise Http404("no such invitation") from None
+    except engine.EngineError as exc:
+        messages.error(request, str(exc))
+        return redirect("crowd:campaigns")
+    if answer == "decline":
+        messages.success(request, f"You declined to co-own {row.campaign.name}.")
+        return redirect("crowd:campaigns")
+    messages.success(request, f"You are now an owner of {row.campaign.name}.")
+    return redirect("crowd:campaign", name=row.campaign.name)
 
 
 @login_required

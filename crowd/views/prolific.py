@@ -16,7 +16,9 @@ Submissions: sync, approve (selected), review (by rules: first the plan, what ea
 be paid and why and the total, kept in the browser session; then "Send this plan", refused unless
 the plan worked out again is exactly the one shown),
 reject (category + message), bonus (create from CSV), pay, reconcile. Errors come back as one-line
-messages. Only the campaign's owners reach any of it (404 otherwise).
+messages. The irreversible actions (publish, stop, add-places, approve, review when applied,
+reject, pay: :data:`crowd.audit.PROVIDER_ACTIONS`) are written to the campaign's audit trail once
+done. Only the campaign's owners reach any of it (404 otherwise).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from crowd import engine, journey
+from crowd import audit, engine, journey
 from crowd.models import Campaign, ProlificBonus, ProlificEvent, ProlificStudy
 from crowd.prolific import bonuses, reconcile, review, webhooks
 from crowd.prolific import study as st
@@ -348,6 +350,14 @@ def _run(request, campaign, action: str) -> list[str]:
     raise Http404("unknown action")
 
 
+def _audit_target(request, action: str) -> str:
+    """What an action of the page acts on, for the audit trail: the submissions approved or
+    rejected, the bonus paid (empty for the others)."""
+    if action == "approve":
+        return ", ".join(request.POST.getlist("submission"))[:200]
+    return {"reject": request.POST.get("submission", ""), "pay": request.POST.get("bonus", "")}.get(action, "")[:200]
+
+
 @login_required
 @require_POST
 def action(request, name, action):
@@ -361,4 +371,7 @@ def action(request, name, action):
         messages.error(request, f"{action}: {' '.join(str(exc).split())[:300]}")
     else:
         request.session[RESULT_KEY] = {"action": action, "lines": [str(x) for x in lines]}
+        if action != "review" or request.POST.get("apply"):  # a review's preview sends nothing
+            audit.record_provider_action(campaign, request.user, Campaign.PROLIFIC, action, lines,
+                                         target=_audit_target(request, action))
     return redirect("crowd:campaign-prolific", name=campaign.name)

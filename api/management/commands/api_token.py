@@ -2,10 +2,11 @@
 
 ``create --user NAME`` prints a new token for the user (refused when they have one, unless
 ``--replace``: the old token then stops working); ``revoke --user NAME`` deletes it; ``list``
-prints every user with a token (user name, when it was created, the key's first four characters)."""
+prints every user with a token (user name, when it was created, the key's first four characters).
+The key is printed once, by ``create``: the database keeps only its digest (django-rest-knox)."""
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from api.account import create_token, revoke_token
 
@@ -20,8 +21,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, action, user, replace, **options):
         if action == "list":
-            for token in Token.objects.select_related("user").order_by("user__username"):
-                self.stdout.write(f"{token.user.get_username()}\t{token.created:%Y-%m-%d %H:%M} UTC\t{token.key[:4]}...")
+            for token in AuthToken.objects.select_related("user").order_by("user__username", "-created"):
+                self.stdout.write(f"{token.user.get_username()}\t{token.created:%Y-%m-%d %H:%M} UTC\t{token.token_key[:4]}...")
             return
         if not user:
             raise CommandError(f"{action} needs --user NAME")
@@ -31,9 +32,9 @@ class Command(BaseCommand):
         if action == "create":
             if not account.is_active:
                 raise CommandError(f"user {user!r} is inactive: an inactive user's token is refused")
-            if Token.objects.filter(user=account).exists() and not replace:
+            if AuthToken.objects.filter(user=account).exists() and not replace:
                 raise CommandError(f"user {user!r} already has a token; revoke it or use --replace")
-            self.stdout.write(create_token(account).key)
+            self.stdout.write(create_token(account))
         elif not revoke_token(account):
             raise CommandError(f"user {user!r} has no token")
         else:
