@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crowd', '0013_participant_sessions_prolific'),
+        ('crowd', '0014_bounded_claims'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
