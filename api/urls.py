@@ -24,5 +24,5 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("", include(router.urls)),
-    re_path(r"^.*$", base.not_found, name="not-found"),
+    re_path(r"^[\s\S]*$", base.not_found, name="not-found"),
 ]

@@ -54,6 +54,8 @@ def test_errors_are_problem_documents(world, db):  # noqa: F811
     hint = problem_of(c.get("/api/datasets"), 404)["detail"]
     assert hint.endswith("did you mean /api/datasets/ (API paths end with a slash)?")
     assert "did you mean" not in problem_of(c.get("/api/nothing"), 404)["detail"]
+    # a path with an encoded line break is an API path too (not Django's HTML 404)
+    assert problem_of(c.get("/api/no%0Athing/"), 404)["instance"] == "/api/no\nthing/"
 
     response = post_json(c, "/api/runs/", {"dataset": world.dataset, "metrics": ["bleu_1"]})
     assert problem_of(response, 401)["type"].endswith(":not_authenticated")
