@@ -1,6 +1,6 @@
 """What the REST API stores of its own: the responses of writes sent with an ``Idempotency-Key``
 header (:func:`api.base.idempotent`) and the dataset uploads imported in the background
-(:class:`ImportJob`). API tokens are ``rest_framework.authtoken``'s ``Token``."""
+(:class:`ImportJob`). API tokens are django-rest-knox's ``AuthToken`` (api/account.py)."""
 from django.conf import settings
 from django.db import models
 

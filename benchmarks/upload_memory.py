@@ -51,11 +51,12 @@ def prepare(database_url: str) -> str:
     from django.contrib.auth.models import User
     from django.core.management import call_command
     from django.db import connection
-    from rest_framework.authtoken.models import Token
+
+    from api.account import create_token
 
     call_command("migrate", verbosity=0)
     user = User.objects.create_user(f"upload-{secrets.token_hex(4)}", password=secrets.token_hex(8), is_staff=True)
-    key = Token.objects.create(user=user).key
+    key = create_token(user)
     connection.close()
     return key
 

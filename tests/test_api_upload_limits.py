@@ -43,11 +43,12 @@ CLIENT = Client()
 def staff(django_db_setup, django_db_blocker):
     """The authorization header of a staff account (uploads are staff-only), made once for the module."""
     from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
+
+    from api.account import create_token
 
     with django_db_blocker.unblock():
         user = User.objects.create_user("api-upload-limits", password="pw", is_staff=True)
-        key = Token.objects.create(user=user).key
+        key = create_token(user)
     yield {"HTTP_AUTHORIZATION": f"Token {key}"}
     with django_db_blocker.unblock():
         user.delete()
