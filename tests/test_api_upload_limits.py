@@ -367,3 +367,28 @@ def test_a_large_upload_goes_through_its_job_in_memory_that_does_not_grow_with_i
     for size, _, job_id in uploads.values():  # stored a chunk a row, emptied once imported
         chunks = ImportFile.objects.filter(job_id=job_id)
         assert chunks.count() == -(-size // (1024 * 1024)) and all(len(bytes(c.content)) == 0 for c in chunks)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_over_real_http_a_damaged_archive_and_a_wrong_mapping_are_400s(live_server):
+    """The same answers from the running site over a real HTTP connection (multipart encoded by
+    httpx, not the test client): one damaged archive and one wrongly typed mapping value."""
+    import httpx
+    from django.contrib.auth.models import User
+
+    from api.account import create_token
+
+    key = create_token(User.objects.create_user("api-http-limits", password="pw", is_staff=True))
+    before = snapshot()
+    with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Token {key}"}, timeout=30) as http:
+        name, build, problem = DAMAGED["gzip-mid-stream"]
+        response = http.post("/api/datasets/", data={"format": "thumb", "name": "api-damaged"},
+                             files={"archive": (name, build())})
+        assert response.status_code == 400 and response.headers["Content-Type"] == "application/problem+json"
+        assert response.json()["detail"] == f"archive: {name}: {problem}"
+        value, message = MAPPINGS[2]  # criteria: [1]
+        mapping = {"image": "img", "candidate": "cap", "references": "refs", "scores": ["q"], **value}
+        response = http.post("/api/datasets/", data={"format": "judgments", "name": "api-typed", "mapping": json.dumps(mapping)},
+                             files={"file": ("mine.jsonl", "".join(json.dumps(r) + "\n" for r in ROWS).encode())})
+        assert response.status_code == 400 and response.json()["detail"] == message
+    assert snapshot() == before
