@@ -8,7 +8,8 @@ Reports are computed once by a Celery task and read here (:mod:`analysis.cached_
 :func:`analysis.tasks.read_report`), under a key made of the settings and the fingerprint of the
 data they read: a page whose report is not stored yet says it is being computed and reloads
 itself, a JSON/CSV/LaTeX download answers 202 with ``Retry-After`` (500 if the computation failed),
-a chart 503 with ``Retry-After``. Settings are validated before any report is requested (HTTP 400).
+a chart 503 with ``Retry-After``. Settings are validated before any report is requested (HTTP 400;
+anyone who is not staff chooses among the offered values, :data:`analysis.limits.OFFERED`).
 Without a broker (the quick start) the task runs inside the first request.
 """
 import hashlib
@@ -21,7 +22,8 @@ from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
 from captioneval.utils import csvsafe
-from . import cached_reports, plots, published
+from metrics import pipeline
+from . import cached_reports, limits, plots, published
 from .benchmarks import (
     DEFAULT_ALPHA,
     DEFAULT_PERMUTATIONS,
@@ -34,6 +36,7 @@ from .benchmarks import (
 )
 from .models import Report
 from .query import bad_request
+from .reports import ReportError, check_criterion, protocol
 from .tasks import REFRESH_SECONDS, read_report
 from .views import not_ready
 
@@ -51,7 +54,8 @@ def benchmark_settings(request) -> dict:
     Used by the benchmark and comparison pages and the API's report resources.
 
     Raises :class:`BadSettings` (the pages answer HTTP 400, the API 400 naming the setting) with one
-    line naming the setting: a value that is not a number, or is out of its range."""
+    line naming the setting: a value that is not a number, is out of its range, or, for anyone
+    who is not staff, is not among the offered values (:func:`analysis.limits.not_offered`)."""
     out = {}
     for key, default, cast in (
         ("resamples", DEFAULT_RESAMPLES, int), ("seed", 0, int), ("permutations", DEFAULT_PERMUTATIONS, int),
@@ -68,6 +72,9 @@ def benchmark_settings(request) -> dict:
         raise BadSettings("alpha must be between 0 and 1")
     if not 0 <= out["seed"] < 2**32:
         raise BadSettings("seed must be between 0 and 2^32 - 1")
+    refused = limits.not_offered(request, out)
+    if refused:
+        raise BadSettings(refused)
     return out
 
 
@@ -77,6 +84,19 @@ def _query(settings: dict, **extra) -> str:
     return urlencode({**settings, **{k: v for k, v in extra.items() if v}})
 
 
+def criterion_problem(dataset, criterion: str | None) -> str | None:
+    """One line when ``criterion`` (None or "": the protocol's own) is neither a criterion of the
+    dataset's protocol nor judged in it (:func:`analysis.reports.check_criterion`), else None.
+    Checked before a report is requested, so that a criterion nobody judged computes and stores
+    nothing (the benchmark and leaderboard pages, their downloads and charts, the API)."""
+    if criterion and criterion not in (protocol(dataset).get("criteria") or []):
+        try:
+            check_criterion(dataset, criterion)
+        except ReportError as exc:
+            return str(exc)
+    return None
+
+
 def read_benchmark(dataset, settings: dict, criterion: str | None):
     """(report, problem, computing, row) of the benchmark report of ``dataset`` with the validated
     ``settings`` (:func:`benchmark_settings`) and ``criterion`` (a human criterion name, or None /
@@ -84,10 +104,15 @@ def read_benchmark(dataset, settings: dict, criterion: str | None):
     when new. As :func:`analysis.tasks.read_report`: ``report`` the stored dict (or a stale one
     while computing, or None), ``problem`` the one-line message when the data cannot give the
     report (else None), ``computing`` the progress context while not done (else None), ``row`` the
-    :class:`analysis.models.Report`. Used by the benchmark pages, charts and the API.
+    :class:`analysis.models.Report`. Used by the benchmark pages, charts and the API. A criterion
+    the dataset has no judgments on is the problem, found before any report is requested
+    (:func:`criterion_problem`: computing and row None).
 
     Raises nothing of its own; ``criterion`` must hold no control character (PostgreSQL refuses
     NUL: the pages and the API refuse one before, :mod:`analysis.query`)."""
+    problem = criterion_problem(dataset, criterion)
+    if problem is not None:
+        return None, problem, None, None
     key, params = cached_reports.benchmark_key(dataset, settings, criterion or None)
     return read_report(Report.BENCHMARK, key, params, dataset=dataset)
 
@@ -148,6 +173,7 @@ def benchmark_page(request, name):
     if report:  # the published values from the bundled table, beside ours (analysis.published)
         report = published.attach(dataset, report)
     context = {"dataset": dataset, "report": report, "problem": problem, "settings": settings, "labels": LABELS,
+               "offered": limits.offered(request),
                "query": _query(settings, criterion=criterion), "computing": computing}
     if report:
         context["rows"] = _page_rows(report)
@@ -245,9 +271,17 @@ def read_comparison(request):
     :func:`benchmark_settings`. Used by the comparison pages and downloads and the API.
 
     Raises :class:`BadSettings` for bad settings (before any report is requested); an unknown
-    dataset name is the stored ``problem``, not an exception."""
+    dataset name is the ``problem`` (:func:`metrics.pipeline.get_dataset`'s message, computing and
+    row None: nothing is requested), not an exception. A name given twice counts once."""
     settings = benchmark_settings(request)
-    names = [n for n in request.GET.getlist("dataset") if n] or None
+    names = list(dict.fromkeys(n for n in request.GET.getlist("dataset") if n)) or None
+    known = set(Dataset.objects.filter(name__in=names or []).values_list("name", flat=True))
+    for name in names or []:
+        if name not in known:
+            try:
+                pipeline.get_dataset(name)
+            except pipeline.PipelineError as exc:
+                return None, str(exc), None, None, settings
     key, params = cached_reports.comparison_key(names, settings)
     matrix, *rest = read_report(Report.COMPARISON, key, params)
     if matrix:  # the published values remade from the bundled table (analysis.published)
@@ -266,12 +300,14 @@ def compare_page(request):
     if matrix is None:  # being computed, no earlier comparison with these settings to show
         return render(request, "analysis/compare.html", {
             "matrix": None, "columns": [], "rows": [], "settings": settings, "query": _query(settings),
+            "offered": limits.offered(request),
             "computing": computing,
         })
     columns = [dict(c, title=column_title(c), label=LABELS.get(c["statistic"], c["statistic"])) for c in matrix["columns"]]
     rows = [{"metric": r["metric"], "name": r["name"], "cells": [(c, r["cells"].get(c["id"])) for c in columns]} for r in matrix["rows"]]
     return render(request, "analysis/compare.html", {
         "matrix": matrix, "columns": columns, "rows": rows, "settings": settings, "query": _query(settings),
+        "offered": limits.offered(request),
         "computing": computing, "published": matrix.get("published") or [],
     })
 

@@ -42,7 +42,7 @@ def worker_stats(campaign, progress: dict) -> list[dict]:
 def campaign_detail(request, name):
     campaign = owned_campaign(request, name)
     key, params = cached_reports.campaign_key(campaign)
-    row = request_report(Report.CAMPAIGN, key, params, campaign=campaign)
+    row = request_report(Report.CAMPAIGN, key, params, capped=False, campaign=campaign)
     report, computing = row.data, None
     if row.status != Report.DONE:  # show the previous report, if any, while this one is computed
         previous = latest_done(Report.CAMPAIGN, params, campaign=campaign)
@@ -64,7 +64,7 @@ def campaign_report_json(request, name):
     """The report as JSON (keys of :func:`analysis.campaigns.campaign_report`, plus live "progress"
     and "workers"); while it is being computed: status 202 with {"status", "error"} and Retry-After."""
     campaign = owned_campaign(request, name)
-    row = request_report(Report.CAMPAIGN, *cached_reports.campaign_key(campaign), campaign=campaign)
+    row = request_report(Report.CAMPAIGN, *cached_reports.campaign_key(campaign), capped=False, campaign=campaign)
     if row.status != Report.DONE:
         response = JsonResponse({"campaign": campaign.name, "status": row.status, "error": row.error},
                                 status=500 if row.status == Report.FAILED else 202)
@@ -81,7 +81,7 @@ def correlation_chart(request, name, criterion):
     """PNG bars of each metric's Kendall tau-b with the human ceiling, drawn from the stored report
     (and kept in the cache under the report's key); 503 with Retry-After while it is computed."""
     campaign = owned_campaign(request, name)
-    row = request_report(Report.CAMPAIGN, *cached_reports.campaign_key(campaign), campaign=campaign)
+    row = request_report(Report.CAMPAIGN, *cached_reports.campaign_key(campaign), capped=False, campaign=campaign)
     if row.status != Report.DONE:
         response = HttpResponse(f"the report is {row.status}", status=503, content_type="text/plain")
         response["Retry-After"] = str(REFRESH_SECONDS)

@@ -14,7 +14,8 @@ Settings come from the query string and are validated before any report is reque
 with one line naming the setting): ``metric`` and ``criterion`` (repeatable; default every
 computed metric, every criterion), ``baseline`` (a candidate system: compare against it only;
 default all pairs), ``test`` (``bootstrap`` | ``randomization``), ``resamples`` (1..10000),
-``seed`` (0..2^32-1), ``alpha`` (0..1, default 0.05).
+``seed`` (0..2^32-1), ``alpha`` (0..1, default 0.05); anyone who is not staff chooses resamples,
+seed and alpha among the offered values (:data:`analysis.limits.OFFERED`).
 
 As every page of :mod:`analysis.benchmark_views`, nothing is computed in the request: the report
 is read from :class:`analysis.models.Report` (kind ``leaderboard``, key
@@ -34,13 +35,12 @@ from django.views.decorators.http import require_GET
 from crowd.models import Dataset
 from captioneval.utils import csvsafe
 from captioneval.metrics.registry import METRICS
-from metrics.uploads import is_upload_key
+from metrics.uploads import is_upload_key, uploaded_run
 
-from . import cached_reports, charts, leaderboard
-from .benchmark_views import BadSettings, _bad, stored_or_answer
+from . import cached_reports, charts, leaderboard, limits
+from .benchmark_views import BadSettings, _bad, criterion_problem, stored_or_answer
 from .explorer import metric_scale
 from .models import Report
-from .reports import ReportError, check_criterion, protocol
 from .tasks import read_report
 from .views import not_ready
 
@@ -67,8 +67,10 @@ def leaderboard_settings(request, dataset) -> dict:
          "test": "bootstrap" | "randomization", "resamples": int, "seed": int, "alpha": float}
 
     Raises :class:`analysis.benchmark_views.BadSettings` (HTTP 400) naming the setting: an unknown
-    metric key, a criterion the dataset has no judgments on (by its protocol), a baseline that is not
-    one of its candidate systems, an unknown test, a number that is not one or out of range. Whether
+    metric key or an uploaded metric's key without scores on the dataset, a criterion the dataset has
+    no judgments on (by its protocol), a baseline that is not one of its candidate systems, an
+    unknown test, a number that is not one or out of range or, for anyone who is not staff, not
+    among the offered values (:func:`analysis.limits.not_offered`). Whether
     a metric has been computed is the report's business (its stored problem is shown)."""
     out = {}
     defaults = leaderboard.default_settings()
@@ -85,6 +87,9 @@ def leaderboard_settings(request, dataset) -> dict:
         raise BadSettings(f"seed must be between 0 and 2^32 - 1, got {out['seed']}")
     if not 0 < out["alpha"] < 1:
         raise BadSettings(f"alpha must be between 0 and 1, got {out['alpha']}")
+    refused = limits.not_offered(request, out)
+    if refused:
+        raise BadSettings(refused)
     test = request.GET.get("test", "").strip() or defaults["test"]
     if test not in TESTS:
         raise BadSettings(f"test must be one of {', '.join(TESTS)}, got {test!r}")
@@ -93,15 +98,14 @@ def leaderboard_settings(request, dataset) -> dict:
     for m in metrics:
         if m not in METRICS and not is_upload_key(m):
             raise BadSettings(f"metric: unknown metric {m!r}; known: {', '.join(METRICS)}")
+        if is_upload_key(m) and uploaded_run(dataset, m) is None:  # any user_... name would be a new report
+            raise BadSettings(f"metric: no scores of {m!r} were uploaded to dataset {dataset.name!r}")
     out["metrics"] = metrics or None
     criteria = list(dict.fromkeys(c.strip() for c in request.GET.getlist("criterion") if c.strip()))
-    known = protocol(dataset).get("criteria") or []
-    for c in criteria:
-        if c not in known:
-            try:
-                check_criterion(dataset, c)  # judged though not named by the protocol: fine
-            except ReportError as exc:
-                raise BadSettings(f"criterion: {exc}") from None
+    for c in criteria:  # one judged though not named by the protocol is fine
+        problem = criterion_problem(dataset, c)
+        if problem is not None:
+            raise BadSettings(f"criterion: {problem}")
     out["criteria"] = criteria or None
     baseline = request.GET.get("baseline", "").strip() or None
     if baseline is not None and baseline not in candidate_system_names(dataset):
@@ -271,6 +275,7 @@ def leaderboard_page(request, name):
         return _bad(exc)
     report, problem, computing, _ = read_leaderboard(dataset, settings)
     context = {"dataset": dataset, "report": report, "problem": problem, "computing": computing, "settings": settings,
+               "offered": limits.offered(request),
                "query": settings_query(settings), "tests": TESTS, "systems": candidate_system_names(dataset)}
     if report:
         context.update(page_context(report))

@@ -8,6 +8,7 @@ report and a per-image diversity view (computed by :mod:`analysis.tasks`).
 import json
 
 from django.db import models
+from django.utils import timezone
 
 from crowd.models import Dataset
 
@@ -36,7 +37,9 @@ class Report(models.Model):
     means a new key and the old row is simply never read again (and is deleted when its successor
     is stored).
     ``status`` goes pending -> running -> done (``payload`` holds the report as JSON text, read it
-    with :attr:`data`) or failed (``error``).
+    with :attr:`data`) or failed (``error``). ``used_at`` is when a request last read the row (kept
+    to the hour): a benchmark, comparison or leaderboard report of settings other than the pages'
+    defaults that nobody read for ``REPORT_UNUSED_DAYS`` is deleted (:func:`analysis.limits.expire_unused`).
     """
 
     CAMPAIGN, IMAGE = "campaign", "image"
@@ -62,6 +65,9 @@ class Report(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    used_at = models.DateTimeField(
+        default=timezone.now, db_index=True,
+        help_text="last time a request read it (to the hour): unused reports of other settings expire (analysis.limits)")
 
     class Meta:
         ordering = ["-created_at"]

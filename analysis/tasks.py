@@ -7,6 +7,8 @@ so the page gets the finished report; with a broker the page shows the report as
 running and refreshes until it is done. A row whose task was lost (queued while the broker was
 down, or a worker killed mid-computation) is queued again by the next request after
 ``LOST_AFTER`` (pending) or ``RUNNING_LOST_AFTER`` (running); a failed one after ``RETRY_AFTER``.
+What the web may ask for (offered settings, the rate limit, the cap on concurrent computations, the
+expiry of unused reports) is :mod:`analysis.limits`; ``request_report`` applies the cap and the expiry.
 """
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ import logging
 from datetime import timedelta
 
 from celery import shared_task
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from . import cached_reports
+from . import cached_reports, limits
 from .models import Report
 
 log = logging.getLogger("analysis.tasks")
@@ -52,22 +55,53 @@ def _lost(report: Report, now) -> bool:
     return False
 
 
-def request_report(kind: str, key: str, params: dict, **subject) -> Report:
+def computing_now(now) -> int:
+    """How many reports are queued or being computed at ``now``: the rows pending (queued less than
+    LOST_AFTER ago) or running (started less than RUNNING_LOST_AFTER ago), as :func:`_lost` sees
+    them. One count query."""
+    return Report.objects.filter(Q(status=Report.PENDING, created_at__gte=now - LOST_AFTER)
+                                 | Q(status=Report.RUNNING, started_at__gte=now - RUNNING_LOST_AFTER)).count()
+
+
+def _store(kind: str, key: str, params: dict, report: Report | None, now, subject: dict) -> tuple[Report, bool]:
+    """(row, whether this call must queue it): a new pending row for ``key``, or ``report`` (lost)
+    claimed as pending again; another request's row, not to be queued, when that one came first."""
+    if report is None:
+        try:
+            return Report.objects.get_or_create(key=key, defaults={"kind": kind, "params": params, **subject})
+        except IntegrityError:  # created by a concurrent request between get and create
+            return Report.objects.get(key=key), False
+    # claim the re-queue: of several requests seeing the same lost row, one queues it
+    claimed = Report.objects.filter(pk=report.pk, status=report.status).update(
+        status=Report.PENDING, created_at=now, started_at=None, used_at=now)
+    return Report.objects.get(pk=report.pk), bool(claimed)
+
+
+def request_report(kind: str, key: str, params: dict, *, capped: bool = True, **subject) -> Report:
     """The report row of ``key`` (``kind`` a :class:`Report` kind; ``subject``: campaign=, dataset=,
     image=), queueing its computation when it is new or its task was lost. Returns the row as it
-    is after queueing: done already in the in-process mode unless the computation failed."""
-    try:
-        report, created = Report.objects.get_or_create(key=key, defaults={"kind": kind, "params": params, **subject})
-    except IntegrityError:  # created by a concurrent request between get and create
-        report, created = Report.objects.get(key=key), False
+    is after queueing: done already in the in-process mode unless the computation failed.
+
+    Reading a stored row records its use (:func:`analysis.limits.touch`). Storing a new computation
+    expires the unused reports of other settings (:func:`analysis.limits.expire_unused`). With
+    ``capped`` (every web request; not ``warm_reports`` nor the owners' campaign pages) a new
+    computation is refused while ``settings.REPORT_MAX_COMPUTING`` reports are queued or being
+    computed (:func:`computing_now`): raises :class:`analysis.limits.ComputationsBusy` and writes
+    nothing."""
     now = timezone.now()
-    if not created and _lost(report, now):
-        # claim the re-queue: of several requests seeing the same lost row, one queues it
-        if not Report.objects.filter(pk=report.pk, status=report.status).update(
-                status=Report.PENDING, created_at=now, started_at=None):
-            return Report.objects.get(pk=report.pk)
-        created = True
+    report = Report.objects.filter(key=key).first()
+    if report is not None and not _lost(report, now):
+        limits.touch(report, now)
+        return report
+    with transaction.atomic():
+        if capped and limits.cap() > 0:
+            limits.lock_new_computations()
+            busy = computing_now(now)
+            if busy >= limits.cap():
+                raise limits.ComputationsBusy(busy, limits.cap())
+        report, created = _store(kind, key, params, report, now, subject)
     if created:
+        limits.expire_unused(now)
         _queue(report)
         report.refresh_from_db()
     return report

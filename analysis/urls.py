@@ -3,6 +3,7 @@ from urllib.parse import quote, unquote
 from django.urls import URLPattern, path, register_converter
 
 from . import benchmark_views, chart_views, diversity_views, explorer_views, leaderboard_views, views
+from .limits import report_request
 from .query import refuse_control_characters
 from .status_views import report_status  # progress of a stored report (computing.html)
 
@@ -70,6 +71,20 @@ urlpatterns = [
     path("datasets/<slug:name>/images/<key:key>/mds.png", diversity_views.mds_png, name="image-mds"),
     path("datasets/<slug:name>/images/<key:key>/radar/<key:system>.png", diversity_views.radar_png, name="image-radar"),
 ]
-# Every page refuses a control character in its query string (400 naming the parameter) before its
-# view reads anything: one check for all of them (analysis.query), not one per parameter.
-urlpatterns = [URLPattern(p.pattern, refuse_control_characters(p.callback), p.default_args, p.name) for p in urlpatterns]
+#: the pages that read no report (the dataset list, live run progress, a report's progress bar): every
+#: other page, download and chart here is a report request (analysis.limits.report_request)
+NOT_REPORTS = frozenset({"index", "runs-json", "report-status"})
+
+
+def _wrapped(p: URLPattern) -> URLPattern:
+    """Every page refuses a control character in its query string (400 naming the parameter) before
+    its view reads anything: one check for all of them (analysis.query), not one per parameter.
+    Every report request counts first against the report rate limit and has a refused computation
+    answered 503 (analysis.limits)."""
+    view = refuse_control_characters(p.callback)
+    if p.name not in NOT_REPORTS:
+        view = report_request(view)
+    return URLPattern(p.pattern, view, p.default_args, p.name)
+
+
+urlpatterns = [_wrapped(p) for p in urlpatterns]

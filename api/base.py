@@ -192,12 +192,17 @@ class Pagination(LimitOffsetPagination):
 class RateThrottle(BaseThrottle):
     """``settings.API_RATE_LIMIT`` requests per window per user (``api:user:<pk>``), anonymous
     clients per address (``api:ip:<address>``, :func:`crowd.ratelimit.client_address`), counted by
-    :func:`crowd.ratelimit.hit`; over it DRF raises ``Throttled`` (429, ``Retry-After``)."""
+    :func:`crowd.ratelimit.hit`; over it DRF raises ``Throttled`` (429, ``Retry-After``). A subclass
+    counts something else by overriding :meth:`count`."""
 
-    def allow_request(self, request, view):
+    def count(self, request) -> int:
+        """Count ``request``; 0 when allowed, else the seconds to wait (:func:`crowd.ratelimit.hit`)."""
         user = getattr(request, "user", None)
         key = f"api:user:{user.pk}" if user is not None and user.is_authenticated else f"api:ip:{client_address(request)}"
-        self._wait = hit(key, settings.API_RATE_LIMIT)
+        return hit(key, settings.API_RATE_LIMIT)
+
+    def allow_request(self, request, view):
+        self._wait = self.count(request)
         return not self._wait
 
     def wait(self):

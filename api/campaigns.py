@@ -469,7 +469,7 @@ class CampaignViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["get"], url_path="report", url_name="report")
     def report(self, request, name=None):
         campaign = self.campaign(name)
-        row = request_report(Report.CAMPAIGN, *cached_reports.campaign_key(campaign), campaign=campaign)
+        row = request_report(Report.CAMPAIGN, *cached_reports.campaign_key(campaign), capped=False, campaign=campaign)
         data = row.data if row.status == Report.DONE else None
         read = (data, None, None if data is not None else {"status": row.status}, row)
 

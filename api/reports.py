@@ -35,6 +35,13 @@ comparison dataset) is 400 naming it; a report that cannot be made from the data
 its benchmark report) is 409 with the page's message; a computation that failed is 503 with
 ``Retry-After`` (it is queued again after :data:`analysis.tasks.RETRY_AFTER`).
 
+Limits (:mod:`analysis.limits`, as on the pages): anyone who is not staff chooses ``seed``,
+``resamples``, ``permutations`` and ``alpha`` among the offered values (another is a 400 naming
+them); every report resource but the status counts against ``REPORT_RATE_LIMIT``, one counter with
+the pages (:class:`ReportThrottle`; 429 ``throttled`` with ``Retry-After``); a request that would start
+a computation while ``REPORT_MAX_COMPUTING`` reports are queued or computed is 503 ``busy`` with
+``Retry-After``, nothing stored.
+
 The pages' own helpers do the work (their settings parsers, their ``read_*`` functions, which
 request the stored report), called rather than copied, so the API cannot drift from the downloads.
 
@@ -55,18 +62,18 @@ from rest_framework import exceptions, permissions, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from analysis import benchmark_views, diversity_views, leaderboard_views, published
+from analysis import benchmark_views, diversity_views, leaderboard_views, limits, published
 from analysis import views as dataset_views
 from analysis.benchmark_views import BadSettings
 from analysis.diversity import diversity_summary
 from analysis.models import Report
 from analysis.query import control_character_parameter
-from analysis.reports import ReportError, check_criterion, protocol
+from analysis.reports import ReportError, protocol
 from analysis.status_views import report_status
 from analysis.tasks import REFRESH_SECONDS, RETRY_AFTER
 from crowd.models import Dataset
 
-from .base import ProblemSerializer, problem
+from .base import ProblemSerializer, RateThrottle, problem
 
 #: the query parameters each report takes (for the ``field`` of a 400's ``errors``)
 PARAMETERS = ("weighting", "criterion", "resamples", "seed", "permutations", "alpha", "dataset", "metric",
@@ -164,11 +171,9 @@ def _settings(read_settings, request, *args):
 def check_benchmark_criterion(dataset: Dataset, criterion: str | None) -> None:
     """A 400 for a ``criterion`` the dataset has no judgments on (the leaderboard page's check,
     :func:`analysis.leaderboard_views.leaderboard_settings`), before a report is requested."""
-    if criterion and criterion not in (protocol(dataset).get("criteria") or []):
-        try:
-            check_criterion(dataset, criterion)
-        except ReportError as exc:
-            raise bad_parameter(str(exc), "criterion") from None
+    message = benchmark_views.criterion_problem(dataset, criterion)
+    if message is not None:
+        raise bad_parameter(message, "criterion")
 
 
 # --- documentation of the parameters ----------------------------------------------------------------------
@@ -185,24 +190,59 @@ def _str(name, text, many=False, enum=None):
                             many=many, enum=enum, explode=True if many else None)
 
 
+def _offered(name: str) -> str:
+    """What anyone but staff may choose for ``name`` (:data:`analysis.limits.OFFERED`), for a description."""
+    return f"offered: {', '.join(map(str, limits.OFFERED[name]))}; staff: "
+
+
 BOOTSTRAP = [
-    _int("resamples", f"bootstrap resamples (0-{benchmark_views.MAX_RESAMPLES}, default {benchmark_views.DEFAULT_RESAMPLES})"),
-    _int("seed", "random seed (0 to 2^32 - 1, default 0)"),
-    _int("permutations", f"permutation-test permutations (0-{benchmark_views.MAX_RESAMPLES}, "
+    _int("resamples", f"bootstrap resamples ({_offered('resamples')}0-{benchmark_views.MAX_RESAMPLES}; "
+                      f"default {benchmark_views.DEFAULT_RESAMPLES})"),
+    _int("seed", f"random seed ({_offered('seed')}0 to 2^32 - 1; default 0)"),
+    _int("permutations", f"permutation-test permutations ({_offered('permutations')}0-{benchmark_views.MAX_RESAMPLES}; "
                          f"default {benchmark_views.DEFAULT_PERMUTATIONS})"),
-    _float("alpha", f"significance level, in (0, 1) (default {benchmark_views.DEFAULT_ALPHA})"),
+    _float("alpha", f"significance level ({_offered('alpha')}in (0, 1); default {benchmark_views.DEFAULT_ALPHA})"),
 ]
 STORED = {
     202: OpenApiResponse(ReportComputing, description="queued or being computed: ask again after Retry-After seconds"),
     409: OpenApiResponse(ProblemSerializer, description="cannot be made from the current data (the page's message)"),
-    503: OpenApiResponse(ProblemSerializer, description="the computation failed; retried after Retry-After seconds"),
+    503: OpenApiResponse(ProblemSerializer, description="the computation failed (report_failed), or the server "
+                         "computes as many reports as it may at once (busy): ask again after Retry-After seconds"),
 }
+
+
+class ReportThrottle(RateThrottle):
+    """The dashboard's report rate limit (``settings.REPORT_RATE_LIMIT``, :func:`analysis.limits.hit`):
+    one counter per client for the report pages, downloads and charts and these resources together."""
+
+    def count(self, request) -> int:
+        return limits.hit(request)
+
+
+class Busy(exceptions.APIException):
+    """The cap on concurrent report computations is reached (:class:`analysis.limits.ComputationsBusy`):
+    503 with ``Retry-After``, nothing requested."""
+
+    status_code = 503
+    default_code = "busy"
+
+    def __init__(self, refused: limits.ComputationsBusy):
+        super().__init__(str(refused))
+        self.wait = refused.retry_after  # DRF's handler answers it as Retry-After
 
 
 class ReportViewSet(viewsets.ViewSet):
     """The reports of the dashboard pages, read from their stored computation (see the module docstring)."""
 
     permission_classes = [permissions.AllowAny]
+
+    def get_throttles(self):
+        """The API's rate limit, and for every report (not its status) the report rate limit."""
+        return [RateThrottle()] + ([] if self.action == "status" else [ReportThrottle()])
+
+    def handle_exception(self, exc):
+        """A report refused at the cap on concurrent computations is 503 with ``Retry-After``."""
+        return super().handle_exception(Busy(exc) if isinstance(exc, limits.ComputationsBusy) else exc)
 
     def initial(self, request, *args, **kwargs):
         """DRF's checks, then every query value refused (400 naming it) when it holds a control
@@ -256,9 +296,9 @@ class ReportViewSet(viewsets.ViewSet):
             _str("criterion", "human criterion (repeatable; default every criterion)", many=True),
             _str("baseline", "a candidate system: compare every other system against it only (default all pairs)"),
             _str("test", "paired test (default bootstrap)", enum=list(leaderboard_views.TESTS)),
-            _int("resamples", f"bootstrap resamples / randomization trials (1-{leaderboard_views.MAX_RESAMPLES})"),
-            _int("seed", "random seed (0 to 2^32 - 1, default 0)"),
-            _float("alpha", "significance level, in (0, 1) (default 0.05)"),
+            _int("resamples", f"bootstrap resamples / randomization trials ({_offered('resamples')}"
+                              f"1-{leaderboard_views.MAX_RESAMPLES}; default 1000)"),
+            BOOTSTRAP[1], BOOTSTRAP[3],  # seed, alpha
         ],
         responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="the leaderboard"), **STORED})
     @action(detail=False, methods=["get"], url_path=f"leaderboard/(?P<dataset>{DATASET})", url_name="leaderboard")

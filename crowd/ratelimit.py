@@ -26,10 +26,11 @@ import time
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpResponse, JsonResponse
+from django.utils.html import escape
 
 from evalsite.rates import parse_rate
 
-__all__ = ("parse_rate", "hit", "client_address", "client_key", "too_many", "rater_limited")
+__all__ = ("parse_rate", "hit", "client_address", "client_key", "too_many", "retry_later", "rater_limited")
 
 log = logging.getLogger("crowd.ratelimit")
 
@@ -100,11 +101,18 @@ def client_key(request) -> str:
 
 def too_many(request, retry_after: int) -> HttpResponse:
     """HTTP 429 with ``Retry-After: retry_after`` (seconds): JSON for API clients, else a short page."""
-    message = f"Too many requests: please slow down and try again in {retry_after} s."
+    return retry_later(request, 429, f"Too many requests: please slow down and try again in {retry_after} s.",
+                       retry_after, title="Slow down")
+
+
+def retry_later(request, status: int, message: str, retry_after: int, title: str = "Try again later") -> HttpResponse:
+    """HTTP ``status`` (429, 503) with ``Retry-After: retry_after`` (seconds) and the one-line
+    ``message`` (plain text, escaped here): ``{"error", "retryable": true, "retry_after"}`` for a
+    client that accepts JSON, else a short page titled ``title``."""
     if "application/json" in request.headers.get("Accept", ""):
-        response = JsonResponse({"error": message, "retryable": True, "retry_after": retry_after}, status=429)
+        response = JsonResponse({"error": message, "retryable": True, "retry_after": retry_after}, status=status)
     else:
-        response = HttpResponse(f"<!doctype html><title>Slow down</title><p>{message}</p>", status=429,
+        response = HttpResponse(f"<!doctype html><title>{escape(title)}</title><p>{escape(message)}</p>", status=status,
                                 content_type="text/html; charset=utf-8")
     response["Retry-After"] = str(retry_after)
     return response

@@ -123,7 +123,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # A bad rate would otherwise surface as a 500 on every rater page: refuse to start instead.
-for _rate_setting in ("RATER_RATE_LIMIT", "PASSWORD_RESET_RATE_LIMIT", "API_RATE_LIMIT", "MTURK_VERIFY_RATE"):
+for _rate_setting in ("RATER_RATE_LIMIT", "PASSWORD_RESET_RATE_LIMIT", "API_RATE_LIMIT", "MTURK_VERIFY_RATE",
+                      "REPORT_RATE_LIMIT"):
     try:
         parse_rate(globals()[_rate_setting])
     except ValueError as exc:

@@ -45,6 +45,13 @@ environment:
     requests one client (its user, else its address) may make to the REST API under ``/api/``, as
     ``N/s``, ``N/m`` or ``N/h`` (default: ``RATER_RATE_LIMIT``, the rater pages' rate); ``0`` turns the
     limit off. See :mod:`api.base` and ``docs/api.md``.
+``REPORT_RATE_LIMIT``, ``REPORT_MAX_COMPUTING``, ``REPORT_UNUSED_DAYS``
+    report requests (dashboard pages, downloads, charts, the API's report resources) one client (its
+    user, else its address) may make, one counter for all, as ``N/s``, ``N/m`` or ``N/h`` (default
+    ``120/m``; ``0`` = off); reports queued or computed at once, beyond which a request that would
+    start one more answers 503 (default 4; ``0`` = no cap); days after which a stored report of
+    settings other than the pages' defaults that nobody read is deleted (default 7; ``0`` = never).
+    See :mod:`analysis.limits` and ``docs/security.md``.
 ``API_INLINE_IMPORT_BYTES``, ``API_IDEMPOTENCY_SECONDS``
     REST API dataset uploads larger than this many bytes (default 1 MiB) are imported by a
     background job (:mod:`api.imports`); seconds an ``Idempotency-Key`` is remembered (default 86400).
@@ -312,6 +319,11 @@ VIFIDEL_VECTORS = os.environ.get("VIFIDEL_VECTORS") or None
 # Clients over the limit get 429 with Retry-After as a problem document; counted in the same shared
 # cache and with the same fail-open counter as the rater pages (crowd.ratelimit.hit).
 API_RATE_LIMIT = os.environ.get("API_RATE_LIMIT", RATER_RATE_LIMIT)
+# Report requests from the web (analysis.limits): one rate limit for pages and API together, one cap
+# on the reports queued or being computed at once, and the expiry of unused reports of other settings.
+REPORT_RATE_LIMIT = os.environ.get("REPORT_RATE_LIMIT", "120/m")
+REPORT_MAX_COMPUTING = int(os.environ.get("REPORT_MAX_COMPUTING", "4"))
+REPORT_UNUSED_DAYS = float(os.environ.get("REPORT_UNUSED_DAYS", "7"))
 #: dataset uploads whose files together are larger than this (bytes) are imported by a background job
 #: (api.imports: 202 with the job's URL) instead of inside the request
 API_INLINE_IMPORT_BYTES = int(os.environ.get("API_INLINE_IMPORT_BYTES", str(1024 * 1024)))

@@ -15,7 +15,8 @@
    is being computed the API answers 202 with ``Retry-After``: the script waits that long and asks
    again), writes it to ``--out`` and prints each system's score and rank per metric.
 
-A 429 (rate limit) is waited out as its ``Retry-After`` says. Any other error stops the script with
+A 429 (rate limit) and a 503 ``busy`` (the server computes as many reports as it may at once) are
+waited out as their ``Retry-After`` says. Any other error stops the script with
 the API's problem document (``detail``). Needs only httpx (``pip install httpx``); the token comes
 from the account page (*API token*) or ``python manage.py api_token create --user NAME``.
 Exit status 0 on success, 1 on an error.
@@ -37,10 +38,12 @@ class ApiError(RuntimeError):
 
 
 def call(client: httpx.Client, method: str, path: str, **kwargs) -> httpx.Response:
-    """Send a request; wait out 429s (``Retry-After``); raise ApiError for any other error."""
+    """Send a request; wait out 429s and busy 503s (``Retry-After``); raise ApiError for any other error."""
     while True:
         response = client.request(method, path, **kwargs)
-        if response.status_code == 429:
+        busy = response.status_code == 503 and response.headers.get("Content-Type", "").startswith(
+            "application/problem+json") and response.json().get("type", "").endswith(":busy")
+        if response.status_code == 429 or busy:
             time.sleep(float(response.headers.get("Retry-After", "1")))
             continue
         if response.status_code >= 400:
