@@ -171,12 +171,14 @@ def stale(element):
 @pytest.fixture(autouse=True)
 def _no_rate_limit_unless_asked(settings):
     """Simulated raters act much faster than people: tests switch the rater rate limit off unless
-    they set ``settings.RATER_RATE_LIMIT`` (``API_RATE_LIMIT`` for the REST API) themselves (tests/test_security.py does). For the same
+    they set ``settings.RATER_RATE_LIMIT`` (``API_RATE_LIMIT`` for the REST API, ``REPORT_RATE_LIMIT`` for
+    the report pages and resources) themselves (tests/test_security.py does). For the same
     reason the speed check's default floor is 0 (off) in tests; campaigns with the option
     ``min_seconds_per_task`` and tests that set ``settings.CROWD_MIN_SECONDS_PER_TASK`` check speed
     (tests/test_rater_flow.py)."""
     settings.RATER_RATE_LIMIT = "0"
     settings.API_RATE_LIMIT = "0"  # the REST API's limit likewise (tests/test_api_base.py sets its own)
+    settings.REPORT_RATE_LIMIT = "0"  # the report requests' limit likewise (tests/test_report_limits.py sets its own)
     settings.CROWD_MIN_SECONDS_PER_TASK = 0
 
 

@@ -220,7 +220,7 @@ def test_analysis_downloads_and_commands(ds, tmp_path):
         assert _number(r["self_cider"]) == s["self_cider"] and _number(r["set_accuracy"]) == s["set_accuracy"]
 
     # compare.csv (the matrix of every metric on every benchmark)
-    q = "?resamples=50&permutations=50"
+    q = "?resamples=100&permutations=100"
     matrix = client.get("/compare.json" + q).json()
     rows = as_dicts(parse_safe(client.get("/compare.csv" + q).content.decode()))
     names = {r["metric"]: r["name"] for r in rows}

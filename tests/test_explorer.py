@@ -231,11 +231,11 @@ def test_thumb_system_level_without_the_human_system_matches_scipy(thumb):
 
 @pytest.mark.django_db
 def test_benchmark_pages_put_the_headline_statistic_first_and_show_thumb_without_human(thumb, client):
-    body = client.get("/datasets/thumb/benchmark/", {"resamples": "20", "permutations": "20"}).content.decode()
+    body = client.get("/datasets/thumb/benchmark/", {"resamples": "100", "permutations": "100"}).content.decode()
     heads = re.findall(r'<th data-statistic="([a-z_]+)"', re.search(r'<table id="item-table"[^>]*>.*?</tr>', body, re.S).group(0))
     assert heads[0] == thumb.protocol["headline"] == "pearson"
     table = re.search(r'<table id="system-table-without-human"[^>]*>(.*?)</table>', body, re.S).group(1)
-    report = benchmark_report("thumb", n_resamples=20, n_permutations=20, seed=0)
+    report = benchmark_report("thumb", n_resamples=100, n_permutations=100, seed=0)
     for metric in METRICS:
         row = re.search(rf'<tr data-metric="{metric}">(.*?)</tr>', table, re.S).group(1)
         value = report["metrics"][metric]["system"]["without_human"]["values"]["pearson"]

@@ -26,8 +26,8 @@ from .conftest import run_command
 from .test_benchmarks import write_thumb_subset
 
 N_IMAGES = 60
-QUERY = "resamples=200&seed=1"
-SETTINGS = {"metrics": None, "criteria": None, "baseline": None, "resamples": 200, "seed": 1, "test": "bootstrap",
+QUERY = "resamples=100&seed=1"
+SETTINGS = {"metrics": None, "criteria": None, "baseline": None, "resamples": 100, "seed": 1, "test": "bootstrap",
             "alpha": 0.05}
 
 
@@ -72,7 +72,7 @@ def test_page_reads_the_stored_report_fast(thumb, tmp_path, client):
     first = client.get(f"/datasets/thumb/leaderboard/?{QUERY}")  # no broker: computed in this first request
     assert first.status_code == 200
     stored = Report.objects.get(kind=Report.LEADERBOARD, dataset=thumb, status=Report.DONE).data
-    assert stored == json.loads(json.dumps(leaderboard(thumb, n_resamples=200, seed=1)))
+    assert stored == json.loads(json.dumps(leaderboard(thumb, n_resamples=100, seed=1)))
     assert set(stored["systems"]) == {"Up-Down", "Unified-VLP", "VinVL-base", "VinVL-large", "Human"}
 
     with mock.patch("analysis.leaderboard.leaderboard", _boom), mock.patch("analysis.cached_reports.compute", _boom):
@@ -274,7 +274,7 @@ def test_leaderboard_in_chromium_charts_sort_and_fit(browser, live_server, tmp_p
     browser.get(f"{live_server.url}/datasets/thumb/leaderboard/?{QUERY}")
     WebDriverWait(browser, 240).until(lambda d: d.find_elements(By.ID, "leaderboard"))
     WebDriverWait(browser, 60).until(_charts_drawn)
-    report = Report.objects.filter(kind=Report.LEADERBOARD, status=Report.DONE, params__resamples=200).get().data
+    report = Report.objects.filter(kind=Report.LEADERBOARD, status=Report.DONE, params__resamples=100).get().data
     n_metrics, n_criteria = len(report["metrics"]), len(report["criteria"])
     assert len(browser.find_elements(By.CSS_SELECTOR, "#intervals figure.chart")) == n_metrics + n_criteria
     assert len(browser.find_elements(By.CSS_SELECTOR, "#significance figure.chart")) == n_metrics

@@ -29,7 +29,7 @@ from .test_benchmarks import rows_by_hand
 TABLE = ROOT / "data" / "published_correlations"
 SHARED = ROOT.parent / "shared" / "data" / "captionevalkit_expected_correlations"
 THUMB = ROOT / "data" / "thumb"
-Q = "resamples=50&permutations=50&seed=0&alpha=0.05"
+Q = "resamples=100&permutations=100&seed=0&alpha=0.05"
 
 
 def raw(metric: str, benchmark: str) -> dict:
@@ -217,7 +217,7 @@ def test_expert_benchmark_page_json_csv_latex(expert, client):
     assert rows[("meteor", "kendall_tau_c")]["ours"] is None  # computed here, not on this dataset
     assert len(block["rows"]) == sum(len(json.loads(f.read_text())["correlations"])
                                      for f in (TABLE / "expected").glob("*/flickr8k-ex.json"))
-    direct = benchmark_report("sub", n_resamples=50, n_permutations=50)
+    direct = benchmark_report("sub", n_resamples=100, n_permutations=100)
     assert direct["published"] == bench["published"]
 
     # Comparison JSON / CSV / LaTeX of this benchmark

@@ -4,10 +4,11 @@
 A real server on the embedded SQLite default (gunicorn, two processes of eight threads, in-process
 tasks) answers rounds of 16 concurrent page, report and chart requests while ``compute_metrics``
 writes scores into the same file and the pages themselves store the reports they compute (half of
-each round asks for a benchmark with a new seed, so 8 requests create and store a report at once);
+each round asks, as staff, for a benchmark with a new seed, so 8 requests create and store a report at once);
 no answer may be a 5xx. The settings that make it so (WAL, busy timeout, ``BEGIN IMMEDIATE``) are checked on
 the file too."""
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -47,10 +48,15 @@ def urls(name: str) -> list[str]:
 
 def test_parallel_requests_during_writes_never_answer_database_is_locked(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
-    env.update(EVALSITE_VAR_DIR=str(migrated_var(tmp_path / "var")), DJANGO_DEBUG="0", METRICS_CHUNK_SIZE="20")
+    # the rounds ask for a new seed on purpose, as staff (anyone else chooses among the offered seeds), and
+    # faster and more at once than the report limits allow a visitor (analysis.limits)
+    env.update(EVALSITE_VAR_DIR=str(migrated_var(tmp_path / "var")), DJANGO_DEBUG="0", METRICS_CHUNK_SIZE="20",
+               REPORT_RATE_LIMIT="0", REPORT_MAX_COMPUTING="0")
     subset = write_subset(tmp_path / "flickr8k-subset", 40)
     manage("import_dataset", "flickr8k-expert", str(subset), "--name", "sub", env=env)
     manage("compute_metrics", "--dataset", "sub", "--metric", "bleu_4", env=env)
+    manage("createsuperuser", "--noinput", "--username", "staff", "--email", "staff@example.org",
+           env={**env, "DJANGO_SUPERUSER_PASSWORD": "pw-staff-sqlite-1"})
     database = tmp_path / "var" / "captioneval.sqlite3"
     with sqlite3.connect(database) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # set by the settings, kept by the file
@@ -78,9 +84,16 @@ def test_parallel_requests_during_writes_never_answer_database_is_locked(tmp_pat
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         paths = urls("sub")
         answers = []
+        with httpx.Client(base_url=base, timeout=120) as login:
+            form = login.get("/accounts/login/").text
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+            login.post("/accounts/login/", data={"username": "staff", "password": "pw-staff-sqlite-1",
+                                                 "csrfmiddlewaretoken": token})
+            staff = dict(login.cookies)
+        assert "sessionid" in staff, staff
 
         def fetch(path):
-            with httpx.Client(base_url=base, timeout=120) as client:
+            with httpx.Client(base_url=base, timeout=120, cookies=staff) as client:
                 r = client.get(path)
                 return path, r.status_code, r.text[:300]
 

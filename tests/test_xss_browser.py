@@ -38,7 +38,7 @@ from .test_mturk_browser import fake, open_hit, published, submitted_to_mturk, t
 
 pytestmark = pytest.mark.django_db(transaction=True)
 INSTRUCTIONS = "Read this: " + " / ".join(XSS)
-SETTINGS = "resamples=50&permutations=50"
+SETTINGS = "resamples=100&permutations=100"
 WATCH = """
 (function () {
   function note(what) {
