@@ -297,6 +297,7 @@ def main(argv=None) -> int:
         django.setup()
         settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
         settings.RATER_RATE_LIMIT = "100000/m"  # the script requests rater pages many times
+        settings.REPORT_RATE_LIMIT = "0"  # and every report page, download and chart, from one client
         engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         say(f"database: {engine} ({'throw-away' if scratch else args.database_url}); "
             f"Celery: {'in-process' if settings.CELERY_TASK_ALWAYS_EAGER else settings.CELERY_BROKER_URL}")
