@@ -135,7 +135,10 @@ def prepare(args) -> dict:
 
 
 # --- the server -----------------------------------------------------------------------------------
-def start_gunicorn(args, port: int, extra_env: dict | None = None) -> subprocess.Popen:
+def start_gunicorn(args, port: int, extra_env: dict | None = None, cwd: Path = ROOT) -> subprocess.Popen:
+    """gunicorn serving the checkout ``cwd`` (default this one) on ``port``, as ``args`` says
+    (``database_url``, ``cache_url``, ``rate_limit``, ``gunicorn_workers``, ``worker_class``,
+    ``threads``), with ``extra_env``; returned once it answers (SystemExit if it does not in 60 s)."""
     env = dict(
         os.environ, DATABASE_URL=args.database_url, DJANGO_SETTINGS_MODULE="evalsite.settings", DJANGO_DEBUG="0",
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost", CACHE_URL=args.cache_url or "", LOG_LEVEL="ERROR",
@@ -146,7 +149,7 @@ def start_gunicorn(args, port: int, extra_env: dict | None = None) -> subprocess
     cmd = [str(Path(sys.executable).with_name("gunicorn")), "evalsite.wsgi", "-b", f"127.0.0.1:{port}",
            "-w", str(args.gunicorn_workers), "--worker-class", args.worker_class, "--threads", str(args.threads),
            "--keep-alive", "30", "--backlog", "2048", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
