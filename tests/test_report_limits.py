@@ -27,9 +27,9 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from analysis import benchmarks
+from api.account import create_token
 from analysis.models import Report
 from crowd import ratelimit
 
@@ -122,7 +122,7 @@ def test_settings_not_offered_are_refused_and_store_nothing_unless_staff(tiny, h
         chosen = own.get(f"/datasets/tiny/benchmark.json?seed=7&{CHEAP}")
         assert chosen.status_code == 200 and chosen.json()["settings"]["seed"] == 7
         assert '<input name="seed" value="7"' in own.get(f"/datasets/tiny/benchmark/?seed=7&{CHEAP}").text
-    token = Token.objects.create(user=staff).key
+    token = create_token(staff)
     api = http.get(f"/api/reports/benchmark/tiny/?seed=8&{CHEAP}", headers={"Authorization": f"Token {token}"})
     assert api.status_code == 200 and api.json()["settings"]["seed"] == 8
     assert sorted(r.params["seed"] for r in Report.objects.all()) == [3, 7, 8]
