@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 from django.test import TransactionTestCase
 
 #: the tables ``post_migrate`` fills after a flush; kept while their rows are unchanged
@@ -82,34 +82,47 @@ DEAD_ROWS = 5000
 
 
 def vacuum_bloated(alias: str = "default", min_dead: int = DEAD_ROWS) -> list[str]:
-    """``VACUUM`` every table of database ``alias`` holding more than ``min_dead`` dead rows
-    (PostgreSQL's own count, ``pg_stat_user_tables.n_dead_tup``), then give each the planner
+    """``VACUUM`` and ``REINDEX`` every table of database ``alias`` holding more than ``min_dead``
+    dead rows (PostgreSQL's own count, ``pg_stat_user_tables.n_dead_tup``), then give each the planner
     statistics of a table never vacuumed (``pg_class.reltuples = -1``). Returns the tables vacuumed;
     nothing is done (``[]``) for another database, inside a transaction (where VACUUM cannot run), or
-    for a role that is not a superuser (which may not write ``pg_class``).
+    for a role that is not a superuser (which may not write ``pg_class``). A table locked by another
+    connection for more than 2 s is left as it is.
 
-    Why the statistics are reset: VACUUM records a table emptied by rollbacks as holding 0 rows, and
-    the planner then believes it (PostgreSQL's ``table_block_relation_estimate_size`` gives only a
-    never-vacuumed table, ``reltuples < 0``, a minimum of 10 pages). A foreign-key check planned while
-    the table is that small is a sequential scan, and the plan is cached for the connection's life: the
-    checks Django's test teardown runs (``SET CONSTRAINTS ALL IMMEDIATE``) for a test that had
-    inserted thousands of rows referring to captions then scanned every caption row, dead ones
-    included, once per row: 136 and 225 s in two teardowns of one CI run. VACUUM without FULL blocks neither reads nor writes of other connections."""
+    Why REINDEX, and why the statistics are reset: VACUUM truncates the emptied table file but
+    leaves its indexes at their bloated size, and records 0 rows. The planner then prices a
+    primary-key lookup through the large index above a sequential scan of the tiny table; a
+    foreign-key check planned so is cached for the connection, and when a later test inserts tens of
+    thousands of rows referring to that table, Django's teardown (``SET CONSTRAINTS ALL IMMEDIATE``)
+    scans the whole table once per row: 136 s, 225 s and 7 minutes in single teardowns of CI runs
+    (seen with ``perf``: all the time in ``heapgetpage``). REINDEX rebuilds the indexes small, and
+    ``reltuples = -1`` gives the table PostgreSQL's minimum estimate of 10 pages
+    (``table_block_relation_estimate_size``), so such lookups stay index scans."""
     connection = connections[alias]
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         return []
     qn = connection.ops.quote_name
+    done = []
     with connection.cursor() as cursor:
         cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
         if not cursor.fetchone()[0]:
             return []
         cursor.execute("SELECT relname FROM pg_stat_user_tables WHERE n_dead_tup > %s ORDER BY relname", [min_dead])
         names = [row[0] for row in cursor.fetchall()]
-        for name in names:
-            cursor.execute(f"VACUUM {qn(name)}")
-            cursor.execute("UPDATE pg_class SET reltuples = -1, relpages = 0, relallvisible = 0 WHERE oid = %s::regclass",
-                           [qn(name)])
-    return names
+        cursor.execute("SET lock_timeout = '2s'")
+        try:
+            for name in names:
+                try:
+                    cursor.execute(f"VACUUM {qn(name)}")
+                    cursor.execute(f"REINDEX TABLE {qn(name)}")
+                except OperationalError:  # lock_timeout: another connection holds the table
+                    continue
+                cursor.execute("UPDATE pg_class SET reltuples = -1, relpages = 0, relallvisible = 0 "
+                               "WHERE oid = %s::regclass", [qn(name)])
+                done.append(name)
+        finally:
+            cursor.execute("RESET lock_timeout")
+    return done
 
 
 def _fixture_teardown(self) -> None:
