@@ -7,12 +7,16 @@ from django.urls import path
 from crowd.urls import urlpatterns as crowd_urlpatterns
 
 from . import campaign_list, campaign_views
+from .limits import report_request
 
 app_name = "crowd"
 urlpatterns = [
     *crowd_urlpatterns,  # first: its "campaigns/new/" must win over "campaigns/<slug:name>/"
     path("campaigns/", campaign_list.campaign_list, name="campaigns"),
-    path("campaigns/<slug:name>/", campaign_views.campaign_detail, name="campaign"),
-    path("campaigns/<slug:name>/report.json", campaign_views.campaign_report_json, name="campaign-report"),
-    path("campaigns/<slug:name>/correlations/<slug:criterion>.png", campaign_views.correlation_chart, name="campaign-chart"),
+    # the owners' report pages count against the report rate limit (analysis.limits; not capped: their
+    # report follows every judgment, and the page shows the previous one meanwhile)
+    path("campaigns/<slug:name>/", report_request(campaign_views.campaign_detail), name="campaign"),
+    path("campaigns/<slug:name>/report.json", report_request(campaign_views.campaign_report_json), name="campaign-report"),
+    path("campaigns/<slug:name>/correlations/<slug:criterion>.png", report_request(campaign_views.correlation_chart),
+         name="campaign-chart"),
 ]

@@ -10,13 +10,15 @@ Offered settings
     stored, with one line naming the offered values (:func:`not_offered`: HTTP 400, as every bad
     setting). Staff may choose any value in the pages' ranges.
 One rate limit
-    Every report request -- page, download, chart, chart spec, API report resource -- counts
+    Every report request -- page, download, chart, chart spec, a campaign owner's report page, API
+    report resource (and the API's campaign report) -- counts
     against ``settings.REPORT_RATE_LIMIT`` (default ``120/m``; ``0`` = off) per client: the logged-in
     user (an API token's user), else the client address (:func:`crowd.ratelimit.client_address`).
     Pages and API share one counter (:func:`hit`), kept by :func:`crowd.ratelimit.hit` (the shared
     cache, failing open). Over it: HTTP 429 with ``Retry-After`` (:func:`crowd.ratelimit.too_many` for
     pages, a problem document for the API). :func:`report_request` wraps every dashboard page that
-    reads a report (:mod:`analysis.urls`); ``api.reports.ReportThrottle`` the API's.
+    reads a report (:mod:`analysis.urls`) and the campaign report pages (:mod:`analysis.campaign_urls`);
+    ``api.reports.ReportThrottle`` the API's.
 One cap on concurrent computations
     At most ``settings.REPORT_MAX_COMPUTING`` reports (default 4; ``0`` = no cap) may be queued or
     computed at once: the :class:`analysis.models.Report` rows pending or running whose task is not

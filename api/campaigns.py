@@ -66,8 +66,8 @@ from crowd.management.commands.create_campaign import Command as CreateCampaign
 from crowd.models import Campaign, Dataset
 from crowd.views import owner
 
-from .base import ProblemSerializer, idempotent_write, owned_campaign, visible_campaigns
-from .reports import STORED, answer
+from .base import ProblemSerializer, RateThrottle, idempotent_write, owned_campaign, visible_campaigns
+from .reports import STORED, ReportThrottle, answer
 
 #: a campaign name in a path (a slug, as the pages' URLs)
 NAME = r"[-a-zA-Z0-9_]+"
@@ -466,7 +466,8 @@ class CampaignViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
                     "progress and the worker table.",
         responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="the campaign report"), 202: STORED[202],
                    503: STORED[503]})
-    @action(detail=True, methods=["get"], url_path="report", url_name="report")
+    @action(detail=True, methods=["get"], url_path="report", url_name="report",
+            throttle_classes=[RateThrottle, ReportThrottle])  # a report request: the report rate limit too
     def report(self, request, name=None):
         campaign = self.campaign(name)
         row = request_report(Report.CAMPAIGN, *cached_reports.campaign_key(campaign), capped=False, campaign=campaign)

@@ -2,7 +2,9 @@
  * answers (a JSON spec built on the server from a stored report, see analysis/chart_views.py),
  * drawn by the vendored vega-embed (static/analysis/vendor/, no CDN).
  *
- * - 202 (report being computed): the element says so and asks again after Retry-After seconds.
+ * - 202 (report being computed): the element says so and asks again after Retry-After seconds;
+ *   likewise 503 or 429 with Retry-After (the server computes as many reports as it may at once, or
+ *   the report rate limit: analysis/limits.py).
  * - Large data (more than 1000 marks) is drawn on a canvas, small charts as SVG.
  * - vega-embed's menu exports the chart as PNG or SVG; the editor/source actions (which would
  *   open an external site) are off.
@@ -51,9 +53,11 @@
       say(el, "The chart could not be loaded: " + err, "chart-error");
       return;
     }
-    if (response.status === 202) {
+    const busy = (response.status === 503 || response.status === 429) && response.headers.get("Retry-After");
+    if (response.status === 202 || busy) {
       const wait = parseInt(response.headers.get("Retry-After") || "2", 10);
-      say(el, "The report behind this chart is being computed; it appears here when done.", "chart-wait");
+      say(el, busy ? `The server is busy; this chart is asked for again in ${wait} s.`
+        : "The report behind this chart is being computed; it appears here when done.", "chart-wait");
       setTimeout(() => draw(el), Math.max(1, wait) * 1000);
       return;
     }
