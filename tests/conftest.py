@@ -169,6 +169,23 @@ def stale(element):
 
 
 @pytest.fixture(autouse=True)
+def _celery_join_allowed():
+    """Each test starts with Celery's process-wide "a join would block" flag off.
+
+    Celery's eager ``delay()`` (``task_always_eager``, celery/app/task.py ``apply_async``) runs
+    inside ``denied_join_result()``, which saves and restores one module global
+    (celery/_state.py ``_task_join_will_block``) without a lock. Two eager calls in two threads of
+    a live server that overlap can restore it in the wrong order and leave it on for the rest of
+    the process; every later ``task.apply().get()`` in the test thread then raises "Never call
+    result.get() within a task!" (the stop CI of f59af49 failed three tests of
+    tests/test_mturk_claims.py so). The product never joins a result, so only tests see it."""
+    from celery._state import _set_task_join_will_block
+
+    _set_task_join_will_block(False)
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _no_rate_limit_unless_asked(settings):
     """Simulated raters act much faster than people: tests switch the rater rate limit off unless
     they set ``settings.RATER_RATE_LIMIT`` (``API_RATE_LIMIT`` for the REST API, ``REPORT_RATE_LIMIT`` for

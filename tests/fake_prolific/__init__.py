@@ -34,9 +34,12 @@ def fake_prolific(settings, monkeypatch):
     """A running :class:`FakeProlific` wired into the settings and the environment."""
     fake = FakeProlific()
     base_url = fake.start()
-    fake.slow_seconds = 1.5
+    # A timed-out request (FakeProlific.timeout_next) is answered after 5 s, well past the client's
+    # 2 s; the 2 s leave room for a loaded CI machine, where 0.5 s once timed out an ordinary
+    # POST studies/ and its retry created a sixth study (test_lists_follow_every_page).
+    fake.slow_seconds = 5.0
     settings.PROLIFIC_API_URL = base_url
-    settings.PROLIFIC_TIMEOUT_SECONDS = 0.5
+    settings.PROLIFIC_TIMEOUT_SECONDS = 2.0
     settings.PROLIFIC_BACKOFF_SECONDS = 0.01
     monkeypatch.setenv("PROLIFIC_TOKEN", fake.token)
     monkeypatch.setenv("PROLIFIC_WEBHOOK_SECRET", fake.webhook_secret)
