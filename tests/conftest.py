@@ -23,6 +23,14 @@ os.environ.setdefault("REPORTS_AFTER_METRIC_RUNS", "0")
 # runserver, the Celery worker, the library's command) would compile the project's modules again
 # (about 0.4 s of CPU each): they may write __pycache__ (git ignores it).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# Under pytest-xdist each worker (gw0, gw1, ...) has its own test database (pytest-django adds the
+# suffix) and here its own Redis database for the Celery broker and the cache, counted down from the
+# configured one (15 by default), so that one worker's Celery worker never takes another's tasks.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _XDIST_WORKER.startswith("gw"):
+    _broker = os.environ.get("TEST_BROKER_URL", "redis://127.0.0.1:6379/15")
+    _base, _, _db = _broker.rpartition("/")
+    os.environ["TEST_BROKER_URL"] = f"{_base}/{int(_db) - int(_XDIST_WORKER[2:])}"
 
 
 @functools.cache
