@@ -13,8 +13,8 @@ app_name = "crowd"
 urlpatterns = [
     *crowd_urlpatterns,  # first: its "campaigns/new/" must win over "campaigns/<slug:name>/"
     path("campaigns/", campaign_list.campaign_list, name="campaigns"),
-    # the owners' report pages count against the report rate limit (analysis.limits; not capped: their
-    # report follows every judgment, and the page shows the previous one meanwhile)
+    # the owners' report pages count against the report rate limit and the cap on concurrent computations
+    # (analysis.limits): refused at the cap, the console still shows, with the previous report, as a 503
     path("campaigns/<slug:name>/", report_request(campaign_views.campaign_detail), name="campaign"),
     path("campaigns/<slug:name>/report.json", report_request(campaign_views.campaign_report_json), name="campaign-report"),
     path("campaigns/<slug:name>/correlations/<slug:criterion>.png", report_request(campaign_views.correlation_chart),

@@ -27,9 +27,11 @@ One cap on concurrent computations
     ``Retry-After: BUSY_RETRY_SECONDS``); the count and the insertion happen under one lock
     (:func:`lock_new_computations`), so concurrent requests cannot overshoot it. The database is
     the semaphore: every web and worker process sees the same rows, and a lost task stops counting
-    when :mod:`analysis.tasks` would queue it again, so nothing has to be released. The campaign
-    owners' report pages and ``warm_reports`` (and the reports queued after a metric run) are not
-    capped, but what they queue counts.
+    when :mod:`analysis.tasks` would queue it again, so nothing has to be released. Every report
+    request is capped, the campaign owners' report pages and the API's campaign report included
+    (the owners' console still shows, with its previous report, when refused:
+    :mod:`analysis.campaign_views`); ``warm_reports`` (and the reports queued after a metric run) are
+    not capped, but what they queue counts.
 Expiry of unused reports
     Reading a stored report records when (``Report.used_at``, to the hour: :func:`touch`). Each time
     a new computation is stored (on write, in :func:`analysis.tasks.request_report`; no periodic

@@ -84,7 +84,7 @@ def request_report(kind: str, key: str, params: dict, *, capped: bool = True, **
 
     Reading a stored row records its use (:func:`analysis.limits.touch`). Storing a new computation
     expires the unused reports of other settings (:func:`analysis.limits.expire_unused`). With
-    ``capped`` (every web request; not ``warm_reports`` nor the owners' campaign pages) a new
+    ``capped`` (every web request; not ``warm_reports``) a new
     computation is refused while ``settings.REPORT_MAX_COMPUTING`` reports are queued or being
     computed (:func:`computing_now`): raises :class:`analysis.limits.ComputationsBusy` and writes
     nothing."""

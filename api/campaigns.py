@@ -9,7 +9,7 @@ resource                                       method  the same as
 ``/api/campaigns/<name>/``                     GET     the campaign's settings, progress and the states it may move to
 ``/api/campaigns/<name>/state/``               POST    the campaign page's Publish / Pause / Resume / Finish (:func:`crowd.engine.set_state`, audit trail)
 ``/api/campaigns/<name>/progress/``            GET     ``/campaigns/<name>/status.json`` (:func:`crowd.engine.campaign_counts`)
-``/api/campaigns/<name>/report/``              GET     ``/campaigns/<name>/report.json`` (the stored campaign report; 202 while computed)
+``/api/campaigns/<name>/report/``              GET     ``/campaigns/<name>/report.json`` (the stored campaign report; 202 while computed, 503 at the cap)
 ``/api/campaigns/<name>/judgments/``           GET     ``/campaigns/<name>/judgments.csv|jsonl`` and ``export_campaign`` (:mod:`crowd.export`)
 ``/api/campaigns/<name>/workers/``             GET     the worker table of the campaign page (:func:`crowd.quality.worker_stats`, cached)
 =============================================  ======  ============================================================
@@ -56,7 +56,7 @@ from rest_framework import exceptions, mixins, permissions, renderers, serialize
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from analysis import cached_reports, campaign_list, campaign_views
+from analysis import cached_reports, campaign_list, campaign_views, limits
 from analysis.models import Report
 from analysis.tasks import request_report
 from crowd import audit, engine, export, images
@@ -67,7 +67,7 @@ from crowd.models import Campaign, Dataset
 from crowd.views import owner
 
 from .base import ProblemSerializer, RateThrottle, idempotent_write, owned_campaign, visible_campaigns
-from .reports import STORED, ReportThrottle, answer
+from .reports import STORED, Busy, ReportThrottle, answer
 
 #: a campaign name in a path (a slug, as the pages' URLs)
 NAME = r"[-a-zA-Z0-9_]+"
@@ -414,6 +414,11 @@ class CampaignViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             formats = ", ".join(r.format for r in self.get_renderers())
             raise exceptions.ValidationError({"format": [f"unknown format; use one of {formats}"]}) from None
 
+    def handle_exception(self, exc):
+        """A campaign report refused at the cap on concurrent computations is 503 ``busy`` with
+        ``Retry-After`` (:class:`api.reports.Busy`), as the report resources."""
+        return super().handle_exception(Busy(exc) if isinstance(exc, limits.ComputationsBusy) else exc)
+
     def campaign(self, name) -> Campaign:
         """The campaign ``name`` if the user may see it (:func:`api.base.owned_campaign`), else 404."""
         return owned_campaign(self.request, name)
@@ -470,7 +475,7 @@ class CampaignViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             throttle_classes=[RateThrottle, ReportThrottle])  # a report request: the report rate limit too
     def report(self, request, name=None):
         campaign = self.campaign(name)
-        row = request_report(Report.CAMPAIGN, *cached_reports.campaign_key(campaign), capped=False, campaign=campaign)
+        row = request_report(Report.CAMPAIGN, *cached_reports.campaign_key(campaign), campaign=campaign)
         data = row.data if row.status == Report.DONE else None
         read = (data, None, None if data is not None else {"status": row.status}, row)
 

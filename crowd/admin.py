@@ -13,6 +13,7 @@ from .models import (
     Dataset,
     HumanJudgment,
     Image,
+    OwnerInvitation,
     System,
     Worker,
     WorkerStatus,
@@ -140,6 +141,29 @@ class AuditEntryAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(OwnerInvitation)
+class OwnerInvitationAdmin(admin.ModelAdmin):
+    """Co-owner invitations (crowd.owners), for superusers to see and search. They are made, revoked,
+    accepted and declined on the campaign pages (each written to the audit trail, and accepting one
+    is what makes its user an owner), so nothing is added or deleted here and everything but the
+    expiry is read-only: a state set by hand would say "accepted" of a user who owns nothing. A
+    superuser sets owners directly on the campaign instead."""
+
+    list_display = ("campaign", "username", "invited_by", "state", "created_at", "expires_at", "answered_at")
+    list_filter = ("state", ("answered_at", admin.EmptyFieldListFilter), "campaign")
+    search_fields = ("username", "campaign__name", "invited_by__username")
+    date_hierarchy = "created_at"
+    list_select_related = ("campaign", "invited_by")
+    readonly_fields = ("campaign", "username", "invited_by", "created_at", "state", "answered_at")
+    fields = ("campaign", "username", "invited_by", "state", "created_at", "expires_at", "answered_at")
+
+    def has_add_permission(self, request):
         return False
 
     def has_delete_permission(self, request, obj=None):

@@ -10,7 +10,10 @@
   invitations (:mod:`crowd.owners`).
 * The irreversible actions of the provider pages (:data:`PROVIDER_ACTIONS`: what spends money,
   pays, rejects, blocks, messages or ends something on Prolific or MTurk) are recorded with
-  :func:`record_provider_action` once they are done (not their dry runs and previews).
+  :func:`record_provider_action` once they are done (not their dry runs and previews), and so are
+  the same actions done with ``manage.py prolific`` and ``manage.py mturk``, and the invitation links
+  made with ``manage.py invite_raters`` (actor :data:`COMMAND_LINE`, the command in
+  ``detail["command"]``: the commands are run by an operator on the server and name no user).
 
 Tokens: an invitation link is ``/rate/join/<token>/`` where ``token`` is the worker's
 ``Worker.token``, a 128-bit random secret (:func:`crowd.models.campaigns.new_token`) stored as is
@@ -35,16 +38,20 @@ from .models.campaigns import new_token
 #: worker overrides an owner may apply from the campaign page
 OVERRIDES = ("block", "unblock", "count", "uncount")
 MAX_REASON = 1000
+#: the actor of an action done with a management command (no user: an operator on the server)
+COMMAND_LINE = "command line"
 
 
-def record(campaign: Campaign, user, action: str, *, target: str = "", reason: str = "", detail=None) -> AuditEntry:
-    """Append an entry to ``campaign``'s audit trail; ``user`` None means the platform itself
-    (actor ``system``). ``action`` is one of :attr:`AuditEntry.ACTIONS`; ValueError otherwise."""
+def record(campaign: Campaign, user, action: str, *, target: str = "", reason: str = "", detail=None,
+           actor: str = "system") -> AuditEntry:
+    """Append an entry to ``campaign``'s audit trail; ``user`` None means no logged-in user did it:
+    the platform itself (``actor`` ``system``, the default) or a management command (``actor``
+    :data:`COMMAND_LINE`). ``action`` is one of :attr:`AuditEntry.ACTIONS`; ValueError otherwise."""
     if action not in dict(AuditEntry.ACTIONS):
         raise ValueError(f"unknown audit action {action!r}")
     return AuditEntry.objects.create(
         campaign=campaign, user=user if user is not None and user.is_authenticated else None,
-        actor=user.get_username() if user is not None and user.is_authenticated else "system",
+        actor=user.get_username() if user is not None and user.is_authenticated else actor,
         action=action, target=str(target)[:200], reason=str(reason).replace("\x00", "")[:MAX_REASON],
         detail=detail or {},
     )
@@ -71,16 +78,19 @@ PROVIDER_ACTIONS = {
 
 
 def record_provider_action(campaign: Campaign, user, provider: str, action: str, lines, *,
-                           target: str = "") -> AuditEntry | None:
+                           target: str = "", command: str = "") -> AuditEntry | None:
     """Record the provider page action ``action`` of ``provider`` (``"prolific"`` | ``"mturk"``)
     done by ``user`` if it is irreversible (:data:`PROVIDER_ACTIONS`; None, nothing written, for
     another); ``lines`` are the lines the page shows as its result, of which the last three are kept
-    (``detail["result"]``, at most 1,000 characters); ``target`` e.g. the submission or bonus."""
+    (``detail["result"]``, at most 1,000 characters); ``target`` e.g. the submission or bonus.
+    ``command``: the same action done by a management command (e.g. ``"manage.py prolific pay"``,
+    kept as ``detail["command"]``), with ``user`` None: the actor is :data:`COMMAND_LINE`."""
     verb = PROVIDER_ACTIONS.get((provider, action))
     if verb is None:
         return None
     result = " / ".join(" ".join(str(line).split()) for line in list(lines)[-3:])
-    return record(campaign, user, verb, target=target, detail={"result": result[:1000]})
+    detail = {"result": result[:1000], **({"command": command} if command else {})}
+    return record(campaign, user, verb, target=target, detail=detail, actor=COMMAND_LINE if command else "system")
 
 
 @dataclass

@@ -243,3 +243,30 @@ def test_plain_text_keys_of_before_are_hashed_by_the_migration_and_keep_working(
     finally:
         with connection.cursor() as cursor:
             cursor.execute(f"DROP TABLE {qn('authtoken_token')}")
+
+
+def test_owner_invitations_are_in_the_admin_read_only_but_their_expiry(live_server, session):
+    from datetime import timedelta
+
+    from crowd import owners
+    from crowd.models import OwnerInvitation
+
+    bob = user("bob")
+    root = user("root", is_staff=True, is_superuser=True)
+    invitation = owners.invite(bare_campaign("shared", bob), "carol", bob)
+    admin = session(root)
+    listing = admin.get("/admin/crowd/ownerinvitation/?q=carol&state__exact=pending")
+    assert listing.status_code == 200 and "carol" in listing.text and "shared" in listing.text
+    url = f"/admin/crowd/ownerinvitation/{invitation.pk}/change/"
+    page = admin.get(url)
+    assert page.status_code == 200 and 'name="expires_at_0"' in page.text
+    assert 'name="state"' not in page.text and 'name="username"' not in page.text  # read-only: shown, not fields
+    assert admin.get("/admin/crowd/ownerinvitation/add/").status_code == 403
+    later = invitation.expires_at + timedelta(days=3)
+    changed = admin.post(url, data={"expires_at_0": f"{later:%Y-%m-%d}", "expires_at_1": f"{later:%H:%M:%S}",
+                                    "state": "accepted", "username": "mallory", "_save": "Save"})
+    assert changed.status_code == 302
+    invitation.refresh_from_db()
+    assert (invitation.state, invitation.username) == ("pending", "carol")  # the hand-written values are ignored
+    assert invitation.expires_at.date() == later.date()
+    assert list(invitation.campaign.owners.all()) == [bob]

@@ -9,6 +9,9 @@ in the request, as without a broker) on a 10-image Flickr8k-Expert subset with B
 * ``benchmark.json`` is rate-limited, on one counter with every other report request (pages, API);
 * the cap on concurrent computations holds under parallel requests: a request over it answers 503
   with ``Retry-After`` and writes nothing, and no two computations ran at once;
+* the campaign owners' report pages and the API's campaign report go through the same cap: refused
+  there they answer 503 with ``Retry-After`` and store nothing, the owners' console still showing
+  with the previous report;
 * stored reports of other settings that nobody read for ``REPORT_UNUSED_DAYS`` are deleted when a
   new computation is stored; the pages' defaults and reports read since stay.
 """
@@ -31,7 +34,9 @@ from django.utils import timezone
 from analysis import benchmarks
 from api.account import create_token
 from analysis.models import Report
-from crowd import ratelimit
+from crowd import engine, ratelimit
+from crowd.models import Campaign, Dataset
+from crowd.simulate import simulate
 
 from .conftest import run_command, write_subset
 
@@ -208,3 +213,39 @@ def test_unused_reports_of_other_settings_expire_when_a_new_one_is_stored(tiny, 
     # an expired report is computed again when asked for, with the same numbers
     assert http.get(seed[1]).json() == first[1]
     assert Report.objects.count() == 4
+
+
+def test_campaign_reports_go_through_the_cap_too(tiny, http, settings):
+    settings.REPORT_MAX_COMPUTING = 1
+    alice = User.objects.create_user("alice", password="pw-alice-1")
+    campaign = engine.create_campaign(Dataset.objects.get(name="tiny"), "rating", name="capped", owners=[alice],
+                                      state=Campaign.LIVE, options={"images": 6}, k=3)
+    simulate(campaign, raters=2, seed=1)
+    browser = Client()
+    browser.force_login(alice)
+    token = create_token(alice)
+    with httpx.Client(base_url=str(http.base_url), timeout=120,
+                      cookies={"sessionid": browser.cookies["sessionid"].value}) as own:
+        assert own.get("/campaigns/capped/").status_code == 200  # the cap is free: computed
+        first = Report.objects.get(kind=Report.CAMPAIGN)
+        simulate(campaign, raters=2, seed=2)  # new judgments: a new report to compute
+        # another report is being computed (queued a moment ago by someone else): the cap of 1 is reached
+        Report.objects.create(kind=Report.BENCHMARK, key="f" * 64, status=Report.PENDING)
+        page = own.get("/campaigns/capped/")
+        assert page.status_code == 503 and page.headers["Retry-After"] == "5"
+        # the console is still there (owners, state buttons), with the previous report and one line saying why
+        assert 'id="owner-names"' in page.text and 'id="agreement"' in page.text
+        assert 'data-status="busy"' in page.text and "as many reports as it may at once (1 of 1)" in page.text
+        for url in ("/campaigns/capped/report.json", "/campaigns/capped/correlations/relevance.png"):
+            refused = own.get(url, headers={"Accept": "application/json"})
+            assert refused.status_code == 503 and refused.headers["Retry-After"] == "5", url
+            assert "as many reports as it may at once (1 of 1)" in refused.json()["error"], url
+    api = http.get("/api/campaigns/capped/report/", headers={"Authorization": f"Token {token}"})
+    assert api.status_code == 503 and api.headers["Retry-After"] == "5"
+    assert api.json()["type"] == "urn:captioneval:problem:busy"
+    assert list(Report.objects.filter(kind=Report.CAMPAIGN)) == [first]  # nothing stored for a refusal
+    # the other computation ends: the campaign's new report is computed when asked again
+    Report.objects.filter(kind=Report.BENCHMARK).update(status=Report.DONE)
+    again = http.get("/api/campaigns/capped/report/", headers={"Authorization": f"Token {token}"})
+    assert again.status_code == 200 and again.json()["progress"]["judgments"] > first.data["progress"]["judgments"]
+    assert Report.objects.get(kind=Report.CAMPAIGN).key != first.key  # (its predecessor deleted when it was stored)

@@ -2,11 +2,12 @@
 
 Prints one invitation link per line. Each link belongs to a new local rater who is a rater of
 campaign NAME only (:func:`crowd.engine.invite_workers`): ``/rate/`` lists only that campaign for
-them, and any other campaign answers 404.
+them, and any other campaign answers 404. The links are written to the campaign's audit trail as
+the campaign page's are (``invite``, the label as target; actor ``command line``).
 """
 from django.core.management.base import BaseCommand, CommandError
 
-from crowd import engine
+from crowd import audit, engine
 from crowd.models import Campaign
 
 
@@ -29,5 +30,7 @@ class Command(BaseCommand):
             workers = engine.invite_workers(o["n"], label=o["label"], campaign=campaign)
         except engine.EngineError as exc:
             raise CommandError(str(exc)) from None
+        audit.record(campaign, None, "invite", target=o["label"], actor=audit.COMMAND_LINE,
+                     detail={"links": o["n"], "command": "manage.py invite_raters"})
         for w in workers:
             self.stdout.write(f"{o['base_url'].rstrip('/')}/rate/join/{w.token}/?next=/rate/{campaign.name}/")

@@ -13,6 +13,10 @@
     manage.py mturk import-results NAME results.csv
 
 Credentials come from the standard AWS chain (AWS_PROFILE, AWS_ACCESS_KEY_ID, ~/.aws/credentials).
+
+An action that the owner's MTurk page writes to the campaign's audit trail
+(:data:`crowd.audit.PROVIDER_ACTIONS`: publish, review, send-bonuses, block, notify, expire) writes
+the same entry once it succeeded, with actor ``command line``; a dry run and a refused command write none.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from crowd import audit
 from crowd.models import Campaign, MTurkConfig
 from crowd.mturk import publish as pub
 from crowd.mturk import review, website
@@ -104,6 +109,9 @@ class Command(BaseCommand):
             lines = self.run(campaign, o["action"], o)
         except (pub.PublishError, review.ReviewError, MTurkError, ValueError) as exc:
             raise CommandError(str(exc)) from None
+        if not o.get("dry_run"):  # a dry run sends nothing
+            audit.record_provider_action(campaign, None, Campaign.MTURK, o["action"], lines,
+                                         command=f"manage.py mturk {o['action']}")
         for line in lines:
             self.stdout.write(str(line))
 
