@@ -1,0 +1,12 @@
+"""Learned metrics: CLIP-S, RefCLIP-S, PAC-S, RefPAC-S (image-text, CLIP family) and BERTScore, one
+class per file, over :mod:`captioneval.kernels.learned`. They need the ``learned`` extra (torch,
+transformers, ftfy, regex, Pillow) and the model weights (see
+:mod:`captioneval.kernels.learned.models`). Use them directly::
+
+    from captioneval.metrics.learned.clip_s import ClipS
+    from captioneval.metrics.base import Batch
+    ClipS(model="ViT-B/32").score(Batch(texts=["a dog runs"], images=["dog.jpg"])).values
+
+They are not yet in the platform's registry (the pipeline gathers no images yet): see
+:mod:`captioneval.metrics.builtin.learned`. Django-free.
+"""
