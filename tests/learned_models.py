@@ -125,3 +125,115 @@ def flickr8k_captions(limit: int | None = None) -> list[str]:
     lines = (root / "data/flickr8k/Flickr8k.token.txt").read_text("utf-8").splitlines()
     caps = [line.split("\t", 1)[1] for line in lines if "\t" in line]
     return caps[:limit] if limit else caps
+
+
+# --- a tiny RoBERTa for BERTScore ------------------------------------------------------------------
+
+#: the tiny RoBERTa: hidden 32, 4 heads, 3 layers, a byte-level BPE of MERGES merges learned from the
+#: first BPE_CAPTIONS Flickr8k captions, captions truncated at MAX_TOKENS tokens (as bert_score's
+#: sent_encode truncates at the tokenizer's model_max_length: 512 for roberta-large)
+ROBERTA_HIDDEN, ROBERTA_HEADS, ROBERTA_LAYERS, MERGES, BPE_CAPTIONS, MAX_TOKENS = 32, 4, 3, 200, 800, 24
+ROBERTA_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # ids 0-3 as in roberta-large; <mask> last
+
+
+def byte_alphabet() -> dict[int, str]:
+    """GPT-2's byte -> printable character map (the alphabet of byte-level BPE): printable Latin-1
+    bytes map to themselves, the others to chr(256 + k) in byte order (Radford et al. 2019's
+    ``bytes_to_unicode``, written out from its definition)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    out, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+def learn_bpe(captions: list[str], merges: int = MERGES) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A deterministic byte-level BPE (vocabulary, merges) learned from ``captions``: words are
+    space-prefixed (as RoBERTa's tokenizer sees them with add_prefix_space), the most frequent
+    adjacent pair is merged first, ties broken by the pair's string order."""
+    alphabet = byte_alphabet()
+    counts: dict[tuple[str, ...], int] = {}
+    for caption in captions:
+        for word in caption.split():
+            key = tuple(alphabet[b] for b in (" " + word).encode("utf-8"))
+            counts[key] = counts.get(key, 0) + 1
+    learned: list[tuple[str, str]] = []
+    for _ in range(merges):
+        pairs: dict[tuple[str, str], int] = {}
+        for word, n in counts.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] = pairs.get(pair, 0) + n
+        if not pairs:
+            break
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        learned.append(best)
+        merged = {}
+        for word, n in counts.items():
+            out, i = [], 0
+            while i < len(word):
+                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
+                    out.append(word[i] + word[i + 1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged[tuple(out)] = merged.get(tuple(out), 0) + n
+        counts = merged
+    vocab = {tok: i for i, tok in enumerate(ROBERTA_SPECIALS)}
+    for ch in byte_alphabet().values():
+        vocab.setdefault(ch, len(vocab))
+    for a, b in learned:
+        vocab.setdefault(a + b, len(vocab))
+    vocab["<mask>"] = len(vocab)
+    return vocab, learned
+
+
+def write_tiny_roberta(folder: Path, seed: int = SEED) -> Path:
+    """Write a tiny RoBERTa as a Hugging Face model folder (config.json, model.safetensors, vocab.json,
+    merges.txt, tokenizer_config.json, special_tokens_map.json): the BPE of :func:`learn_bpe`, every
+    weight drawn from ``numpy.random.default_rng(seed)`` in ``named_parameters`` order (layer-norm
+    weights near 1 and biases near 0, word embeddings N(0, 1), positions N(0, 0.1), the one token type 0:
+    token vectors that are nearly uncorrelated, so that some cosines are negative; the rest N(0, 0.1)). Returns ``folder``."""
+    import json
+
+    import torch
+    from transformers import RobertaConfig, RobertaModel
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab, merges = learn_bpe(flickr8k_captions(BPE_CAPTIONS))
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), "utf-8")
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges), "utf-8")
+    specials = {"bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>",
+                "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}
+    (folder / "special_tokens_map.json").write_text(json.dumps(specials), "utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "RobertaTokenizer", "model_max_length": MAX_TOKENS, "add_prefix_space": False,
+         "errors": "replace", **specials}), "utf-8")
+    config = RobertaConfig(vocab_size=len(vocab), hidden_size=ROBERTA_HIDDEN, num_hidden_layers=ROBERTA_LAYERS,
+                           num_attention_heads=ROBERTA_HEADS, intermediate_size=4 * ROBERTA_HIDDEN,
+                           max_position_embeddings=MAX_TOKENS + 2, type_vocab_size=1, pad_token_id=1,
+                           bos_token_id=0, eos_token_id=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = RobertaModel(config, add_pooling_layer=False)
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            shape = tuple(param.shape)
+            if "LayerNorm.weight" in name:
+                value = 1 + 0.1 * rng.standard_normal(shape)
+            elif "LayerNorm.bias" in name:
+                value = 0.02 * rng.standard_normal(shape)
+            elif "word_embeddings" in name:
+                value = rng.standard_normal(shape)
+            elif "position_embeddings" in name:
+                value = 0.1 * rng.standard_normal(shape)
+            elif "token_type" in name:  # one type: a vector shared by every token, kept 0
+                value = 0.0 * rng.standard_normal(shape)
+            else:
+                value = 0.1 * rng.standard_normal(shape)
+            param.copy_(torch.from_numpy(np.asarray(value, dtype=np.float32)))
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder

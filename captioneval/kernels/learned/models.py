@@ -317,31 +317,64 @@ def _hub_sha256(model) -> str | None:
 
 _TEXT_LOADED: dict[tuple, tuple] = {}
 
+#: the files a Hugging Face RoBERTa / BERT folder holds (named in the one-line WeightsMissing message)
+TEXT_MODEL_FILES = "config.json, model.safetensors (or pytorch_model.bin) and the tokenizer's files (vocab.json + merges.txt for RoBERTa, vocab.txt for BERT)"
 
-def load_text_model(spec: str | os.PathLike, num_layers: int | None, device: str = "cpu"):
-    """(tokenizer, model, sha256) of a Hugging Face text encoder (RoBERTa, BERT...) for BERTScore:
-    a local folder, ``$CAPTIONEVAL_MODELS_DIR/<spec>`` or a hub name (cache, then hub unless offline).
-    The model keeps its first ``num_layers`` layers (None: all), as ``bert_score.utils.get_model``.
-    Raises :class:`WeightsMissing`."""
+
+def find_text_weights(spec: str | os.PathLike) -> str:
+    """Resolve a text-encoder spec: an existing local folder, ``$CAPTIONEVAL_MODELS_DIR/<spec>``, else
+    the spec itself (a Hugging Face name, looked up in the cache and then, unless downloads are off,
+    on the hub by :func:`load_text_model`)."""
+    spec_s = os.fspath(spec)
+    if os.path.exists(spec_s):
+        return spec_s
+    base = models_dir()
+    if base and (base / spec_s).exists():
+        return str(base / spec_s)
+    return spec_s
+
+
+def load_text_model(spec: str | os.PathLike, num_layers: int | None, device: str = "cpu", dtype: str = "float32",
+                    use_fast: bool = False):
+    """(tokenizer, model, sha256) of a Hugging Face text encoder (RoBERTa, BERT...) for BERTScore,
+    found by :func:`find_text_weights`; cached per process.
+
+    ``num_layers``: the model keeps its embeddings and first ``num_layers`` transformer layers (None:
+    all), as ``bert_score.utils.get_model`` truncates ``model.encoder.layer``; its output is then
+    layer ``num_layers``'s hidden states. 0 <= num_layers <= the model's layers, else ValueError.
+    ``use_fast``: False, as ``bert_score.score``'s default (``AutoTokenizer(..., use_fast=False)``).
+    ``dtype``: "float32" (bert_score's) or "float16". The sha256 is that of the folder's weight files
+    (:func:`file_sha256`), or of the cached hub file (None when it cannot be found).
+    Raises :class:`WeightsMissing` with a one-line message saying which files to put where."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     spec_s = os.fspath(spec)
-    base = models_dir()
-    where = spec_s if os.path.exists(spec_s) else (str(base / spec_s) if base and (base / spec_s).exists() else spec_s)
-    key = (where, num_layers, device)
+    where = find_text_weights(spec_s)
+    key = (where, num_layers, device, dtype, use_fast)
     if key not in _TEXT_LOADED:
         try:
-            tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=offline())
+            tokenizer = AutoTokenizer.from_pretrained(where, use_fast=use_fast, local_files_only=offline())
             model = AutoModel.from_pretrained(where, local_files_only=offline())
         except OSError as e:
-            raise WeightsMissing(f"text model {spec_s!r} not found and not fetchable: put its Hugging Face folder "
-                                 f"(config.json, tokenizer files, model.safetensors) at ${MODELS_DIR_ENV}/{spec_s} "
-                                 f"or pass its path ({type(e).__name__})") from None
+            base = models_dir()
+            folder = f"{base / spec_s}" if base else f"${MODELS_DIR_ENV}/{spec_s}"
+            raise WeightsMissing(f"text model {spec_s!r} not found here and not fetchable: put its Hugging Face folder "
+                                 f"({TEXT_MODEL_FILES}) at {folder} or pass the folder's path "
+                                 f"({type(e).__name__})") from None
+        model.eval()
+        if hasattr(model, "decoder") and hasattr(model, "encoder"):  # encoder-decoder: its encoder, as bert_score
+            model = model.encoder
+        layers = getattr(getattr(model, "encoder", None), "layer", None)
+        if layers is None:
+            raise ValueError(f"{spec_s}: not a BERT/RoBERTa-style encoder (no encoder.layer); BERTScore here supports those")
         if num_layers is not None:
-            model.encoder.layer = torch.nn.ModuleList(list(model.encoder.layer[:num_layers]))
+            if not 0 <= num_layers <= len(layers):
+                raise ValueError(f"{spec_s}: num_layers must be between 0 and {len(layers)}, got {num_layers}")
+            model.encoder.layer = torch.nn.ModuleList(list(layers[:num_layers]))
         digest = file_sha256(where) if os.path.isdir(where) else _hub_sha256(model)
-        _TEXT_LOADED[key] = (tokenizer, model.eval().to(device), digest)
+        model = model.to(device, {"float32": torch.float32, "float16": torch.float16}[dtype])
+        _TEXT_LOADED[key] = (tokenizer, model, digest)
     return _TEXT_LOADED[key]
 
 

@@ -7,6 +7,9 @@ transformers, ftfy, regex, Pillow) and the model weights (see
     from captioneval.metrics.base import Batch
     ClipS(model="ViT-B/32").score(Batch(texts=["a dog runs"], images=["dog.jpg"])).values
 
+    from captioneval.metrics.learned.bert_score import BertScore
+    BertScore().score(Batch(texts=["a dog runs"], reference_texts=[["a dog is running"]])).values
+
 They are not yet in the platform's registry (the pipeline gathers no images yet): see
 :mod:`captioneval.metrics.builtin.learned`. Django-free.
 """
