@@ -90,3 +90,47 @@ def test_with_torch_the_reason_points_at_the_library():
         metric_cls = getattr(importlib.import_module(module), cls)
         assert metric_cls.key == key and metric_cls.name == name
     assert learned.reasons(["torch"])["pac_s"].startswith("PAC-S needs the learned extra, and torch is not installed")
+
+
+def test_the_flickr8k_reproduction_script_runs_on_tiny_stand_ins(tmp_path):
+    """scripts/reproduce_learned_flickr8k.py cannot reproduce the published numbers here (no real weights,
+    no Flickr8k images); this runs its code path end to end on seeded tiny models under the real file
+    names in CAPTIONEVAL_MODELS_DIR and generated images under the first Flickr8k file names."""
+    import os
+    import shutil
+
+    from tests import learned_models as lm
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import reproduce_learned_flickr8k as script
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    models = tmp_path / "models"
+    weights = lm.write_tiny_clip(models)
+    weights["openai"].rename(models / "ViT-B-32.pt")
+    weights["pac"].rename(models / "clip_ViT-B-32.pth")
+    lm.write_tiny_roberta(models / "roberta-large")
+    generated = lm.write_tiny_images(tmp_path / "generated")
+    _, files, _, _, _ = script.load_rows(12)
+    images = tmp_path / "images"
+    images.mkdir()
+    for k, name in enumerate(files):
+        shutil.copy(generated[k % len(generated)], images / name)
+    env = {**os.environ, "CAPTIONEVAL_MODELS_DIR": str(models), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "CAPTIONEVAL_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    cmd = [sys.executable, str(ROOT / "scripts/reproduce_learned_flickr8k.py"), "--images", str(images), "--limit", "12",
+           "--device", "cpu", "--bert-layer", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line and not line.startswith((" ", "metric"))}
+    assert list(rows) == ["CLIP-S", "RefCLIP-S", "PAC-S", "RefPAC-S", "BERTScore"], proc.stdout
+    assert rows["CLIP-S"][2:] == ["51.1", "51.2"] and rows["RefPAC-S"][2:] == ["-", "55.9"]  # the bundled values
+    assert rows["BERTScore"][2:] == ["-", "-"]
+    assert all(-100 <= float(v) <= 100 for r in rows.values() for v in r[:2])
+    assert sum("signature: BERTScore|v:captioneval-bertscore/1" in line for line in lines) == 1
+    # without the images: one line saying what to give
+    proc = subprocess.run([*cmd[:3], str(tmp_path / "none"), *cmd[4:]], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: 12 of 12 Flickr8k images are not in")

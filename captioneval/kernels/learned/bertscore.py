@@ -1,5 +1,5 @@
 """BERTScore (Zhang, Kishore, Wu, Weinberger & Artzi 2020, ICLR, "BERTScore: Evaluating Text Generation
-with BERT", Eqs. 1-3 and Sec. 3's importance weighting and baseline rescaling), computed as the
+with BERT", Sec. 3: P_BERT, R_BERT, F_BERT, importance weighting, baseline rescaling), computed as the
 reference implementation, the ``bert-score`` package 0.3.13 (``bert_score.score`` and
 ``bert_score.utils``: ``sent_encode``, ``get_idf_dict``, ``bert_cos_score_idf``, ``greedy_cos_idf``),
 computes it; equal to ``bert_score.score`` to 1e-6 (tests/test_learned_bertscore.py, on a tiny RoBERTa,
