@@ -10,6 +10,6 @@ transformers, ftfy, regex, Pillow) and the model weights (see
     from captioneval.metrics.learned.bert_score import BertScore
     BertScore().score(Batch(texts=["a dog runs"], reference_texts=[["a dog is running"]])).values
 
-They are not yet in the platform's registry (the pipeline gathers no images yet): see
-:mod:`captioneval.metrics.builtin.learned`. Django-free.
+The platform's pipeline does not run them yet (it gathers no images yet): the registry lists them as
+unavailable with the reason (:mod:`captioneval.metrics.builtin.learned`). Django-free.
 """
