@@ -22,6 +22,7 @@ from metrics import pipeline
 from metrics.models import MetricRun, MetricScore
 from captioneval.metrics import base, builtin, plugins, registry
 from captioneval.text.tokenizer import ptb_tokenize
+from captioneval.metrics.builtin.learned import LEARNED
 
 from . import toy_metric
 from .conftest import ROOT, run_command
@@ -208,7 +209,7 @@ def test_registry_order_groups_and_stored_run_identities_are_unchanged(settings,
     monkeypatch.setattr(pipeline, "TOKENIZER", "ptb/pycocoevalcap-1.2/stanford-corenlp-3.4.1")
     assert list(registry.BUILTIN_METRICS) == LEGACY_ORDER
     assert registry.GROUPS == LEGACY_GROUPS and registry.DEFAULT_METRICS == LEGACY_GROUPS["coco"]
-    assert set(registry.UNAVAILABLE) == {"spice"}
+    assert set(registry.UNAVAILABLE) == {"spice", *LEARNED}  # SPICE and the learned metrics (builtin/learned.py)
     dataset = Dataset(name="flickr8k-expert")  # unsaved: run_params reads only the reference system's name
     dataset.reference_system = System(name="references")
     for key, kwargs, version, key_hash in LEGACY_IDENTITIES:

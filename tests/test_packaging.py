@@ -111,6 +111,49 @@ def test_the_locks_pin_every_declared_requirement_inside_its_range():
     assert "Redistribution and use in source and binary forms" in (ROOT / "LICENSE").read_text("utf-8")
 
 
+def lock_layout(text: str) -> list[str]:
+    """Where a lock departs from uv's layout (empty when it does not): pins in canonical name order,
+    each followed by its ``# via`` annotation (one ``# via X`` line, or ``# via`` and one ``#   X`` line
+    per requirer), ``-c`` constraints first, then ``captioneval (pyproject.toml)``, then the requirers
+    in name order, none twice. Hand-added pins (the learned extra's) must look like uv wrote them."""
+    problems, names, current, via = [], [], None, []
+
+    def close():
+        if current is None:
+            return
+        if not via:
+            problems.append(f"{current}: no # via annotation")
+        cons = [v for v in via if v.startswith("-c ")]
+        ours = [v for v in via if v == OURS]
+        rest = [v for v in via if v not in cons and v not in ours]
+        if via != cons + ours + sorted(rest) or len(set(via)) != len(via):
+            problems.append(f"{current}: # via not in uv's order or repeated: {via}")
+
+    for line in text.splitlines():
+        if not line.startswith((" ", "#")) and "==" in line:
+            close()
+            current, via = line.split("==")[0], []
+            names.append(canonicalize_name(current))
+        elif current is not None and (m := re.fullmatch(r"\s+#\s+(?:via\s+)?(\S.*)", line)) and line.strip() != "# via":
+            via.append(m.group(1).strip())
+    close()
+    if names != sorted(names):
+        problems.append(f"pins out of name order: {[n for n, s in zip(names, sorted(names)) if n != s][:5]}")
+    return problems
+
+
+def test_the_locks_are_in_uvs_layout_and_the_test_lock_pins_the_cpu_torch():
+    for lock in LOCKS:
+        assert lock_layout((ROOT / lock).read_text("utf-8")) == [], lock
+    _, test, test_direct = read_lock((ROOT / LOCKS[1]).read_text("utf-8"))
+    assert test["torch"].endswith("+cpu") and {"torch", "transformers"} <= test_direct
+    assert not [name for name in test if name.startswith("nvidia")]
+    # the check can fail: a pin out of order, a repeated requirer
+    assert lock_layout("b==1\n    # via x\na==1\n    # via x\n") == ["pins out of name order: ['b', 'a']"]
+    assert lock_layout("a==1\n    # via\n    #   x\n    #   x\n") == ["a: # via not in uv's order or repeated: ['x', 'x']"]
+    assert lock_layout(f"a==1\n    # via\n    #   {OURS}\n    #   -c requirements/server.txt\n") != []
+
+
 def test_the_server_lock_holds_no_test_tool_and_agrees_with_the_test_lock():
     """The production image installs requirements/server.txt: the test tools are not in it (the test
     extra's packages that a server package needs, such as PyYAML for drf-spectacular, are, but not

@@ -61,9 +61,15 @@ REFERENCE_CORPORA = "reference_corpora"
 WHOLE_CORPUS = "whole_corpus"
 #: a Java runtime (METEOR 1.5's jar)
 JVM = "jvm"
+#: the image of each caption (``Batch.images``: a file path or the file's bytes), for the learned
+#: image-text metrics (captioneval.metrics.learned)
+IMAGES = "images"
+#: the raw, untokenised reference captions of each caption's image (``Batch.reference_texts``), for
+#: metrics with their own tokenizer (RefCLIP-S, BERTScore)
+REFERENCE_TEXTS = "reference_texts"
 
 NEEDS = frozenset({REFERENCES, DOCUMENT_FREQUENCY, OBJECTS, TEXTS, WORD_VECTORS, CAPTION_SETS, REFERENCE_CORPORA,
-                   WHOLE_CORPUS, JVM})
+                   WHOLE_CORPUS, JVM, IMAGES, REFERENCE_TEXTS})
 LEVELS = ("caption", "set", "system")
 #: what a higher score can mean; only "worse" makes a metric reversed (a distance)
 DIRECTIONS = ("better", "worse", "more diverse", "more faithful", "more similar")
@@ -86,6 +92,9 @@ class Batch:
     System level: ``corpora`` n lists of tokenised captions (the first caption of every image, then
     the second...); ``reference_corpora`` the references as R corpora (REFERENCE_CORPORA).
 
+    Caption level, learned metrics: ``images`` n image files (path or bytes, IMAGES);
+    ``reference_texts`` n lists of raw reference captions (REFERENCE_TEXTS).
+
     Any level: ``document_frequency`` a :class:`captioneval.kernels.cider.DocumentFrequency`
     (DOCUMENT_FREQUENCY; None lets CIDEr-D compute it from the references, the COCO default).
     """
@@ -101,6 +110,8 @@ class Batch:
     corpora: Sequence[Sequence[str]] | None = None
     reference_corpora: Sequence[Sequence[str]] | None = None
     document_frequency: Any = None
+    images: Sequence[Any] | None = None
+    reference_texts: Sequence[Sequence[str]] | None = None
 
     def __len__(self) -> int:
         for units in (self.candidates, self.texts, self.sets, self.corpora):
