@@ -236,3 +236,30 @@ def _test_image_source(request):
     pre_save.connect(give, sender=Dataset, dispatch_uid="test-image-source")
     yield
     pre_save.disconnect(sender=Dataset, dispatch_uid="test-image-source")
+
+
+# The test files that take longest (minutes each in a full run on a 2-core machine, from
+# --durations), heaviest first. Under pytest-xdist with --dist loadfile a worker takes whole files
+# in collection order, and pytest-django puts every transactional test (live servers, real
+# workers: most of the heavy ones) last: the run then ended with one worker still busy for
+# minutes on a file it had started late. Starting the heavy files first (longest processing time
+# first) lets the short ones fill in around them.
+HEAVY_FIRST = (
+    "test_meteor_pool.py", "test_library.py", "test_benchmark_importers.py", "test_corpus_statistics.py",
+    "test_api_schema.py", "test_security.py", "test_campaign_pages.py", "test_diversity_pipeline.py",
+    "test_celery_worker.py", "test_acceptance_sqlite.py", "test_explorer.py", "test_campaign_concurrency.py",
+    "test_sqlite_concurrency.py", "test_diversity_campaign_metrics.py", "test_faults.py",
+    "test_simulate_rate_limit.py", "test_metric_scale_script.py", "test_leaderboard.py", "test_user_metrics.py",
+    "test_import_limits.py", "test_layering.py", "test_fuzz_forms.py", "test_xss_browser.py", "test_benchmarks.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist only: move the files of :data:`HEAVY_FIRST` to the front, in that order,
+    keeping every file's own test order (a stable sort after pytest-django's). A run in one process
+    keeps pytest-django's order (all non-transactional tests first), as Django's runner has it."""
+    if not _XDIST_WORKER:
+        return
+    rank = {name: n for n, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
