@@ -245,12 +245,13 @@ def _test_image_source(request):
 # minutes on a file it had started late. Starting the heavy files first (longest processing time
 # first) lets the short ones fill in around them.
 HEAVY_FIRST = (
-    "test_meteor_pool.py", "test_library.py", "test_benchmark_importers.py", "test_corpus_statistics.py",
-    "test_api_schema.py", "test_security.py", "test_campaign_pages.py", "test_diversity_pipeline.py",
-    "test_celery_worker.py", "test_acceptance_sqlite.py", "test_explorer.py", "test_campaign_concurrency.py",
-    "test_sqlite_concurrency.py", "test_diversity_campaign_metrics.py", "test_faults.py",
-    "test_simulate_rate_limit.py", "test_metric_scale_script.py", "test_leaderboard.py", "test_user_metrics.py",
-    "test_import_limits.py", "test_layering.py", "test_fuzz_forms.py", "test_xss_browser.py", "test_benchmarks.py",
+    "test_celery_worker.py", "test_meteor_pool.py", "test_library.py", "test_campaign_pages.py",
+    "test_acceptance_sqlite.py", "test_campaign_concurrency.py", "test_benchmark_importers.py", "test_api_schema.py",
+    "test_metric_scale_script.py", "test_diversity_campaign_metrics.py", "test_security.py",
+    "test_corpus_statistics.py", "test_diversity_pipeline.py", "test_explorer.py", "test_sqlite_concurrency.py",
+    "test_faults.py", "test_simulate_rate_limit.py", "test_rater_load.py", "test_xss_browser.py",
+    "test_csv_injection.py", "test_leaderboard.py", "test_user_metrics.py", "test_import_limits.py",
+    "test_layering.py", "test_fuzz_forms.py", "test_benchmarks.py",
 )
 
 
