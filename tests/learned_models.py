@@ -20,6 +20,15 @@ SEED = 20260401
 EMBED, WIDTH, LAYERS, PATCH, GRID, CONTEXT, VOCAB = 32, 64, 2, 32, 7, 77, 49408
 
 
+def offline(monkeypatch, tmp_path: Path) -> None:
+    """Nothing may be downloaded in a test: the hub and our loader offline, an empty Hugging Face
+    cache under ``tmp_path`` and no ``CAPTIONEVAL_MODELS_DIR`` (``monkeypatch`` undoes it all)."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPTIONEVAL_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("CAPTIONEVAL_MODELS_DIR", raising=False)
+
+
 def clip_shapes() -> list[tuple[str, tuple[int, ...]]]:
     """(key, shape) of every tensor of the tiny CLIP in OpenAI's layout, in a fixed order."""
     out = [("positional_embedding", (CONTEXT, WIDTH)), ("text_projection", (WIDTH, EMBED)), ("logit_scale", ()),

@@ -23,10 +23,7 @@ TOL = 1e-6
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch, tmp_path):
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPTIONEVAL_OFFLINE"):
-        monkeypatch.setenv(var, "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.delenv("CAPTIONEVAL_MODELS_DIR", raising=False)
+    lm.offline(monkeypatch, tmp_path)
 
 
 @pytest.fixture(scope="module")
