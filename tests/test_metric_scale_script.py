@@ -97,6 +97,6 @@ def test_interrupt_stops_the_workers(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, stderr[-3000:]
+    assert proc.returncode == 130, (stdout[-3000:], stderr[-3000:])
     assert "interrupted: workers stopped" in stderr
     assert no_worker_left(pids)
