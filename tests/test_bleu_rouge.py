@@ -215,6 +215,22 @@ def test_benchmark_loader_reads_crowdflower_as_the_importer():
     assert module.load_crowdflower() == _crowdflower()
 
 
+def test_benchmark_distinct_captions_mode(tmp_path):
+    """benchmarks/coco_metrics_speed.py --distinct: the real COCO example and synthetic distinct batches,
+    equal to pycocoevalcap (exit 0), with a row per input and metric and the fitted exponents."""
+    out = tmp_path / "distinct.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--distinct", "300", "900", "--repeats", "1", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    rows = report["distinct"]
+    assert [(r["input"], r["metric"]) for r in rows] == [
+        (i, m) for i in ("coco-example 5000", "synthetic 300", "synthetic 900") for m in ("bleu", "rouge_l", "cider_d")]
+    assert all(r["max_abs_diff"] <= TOL and r["ratio"] > 0 for r in rows)
+    assert set(report["exponents"]) == {"bleu", "rouge_l", "cider_d"}
+    assert "our time grows as N^" in proc.stdout
+
+
 # --------------------------------------------------------------------------------------------
 # edge cases of pycocoevalcap's code
 # --------------------------------------------------------------------------------------------
@@ -306,6 +322,48 @@ def test_random_batches_equal_pycocoevalcap_bit_for_bit():
         ours = bleu_scores(cands, refs, n)
         assert np.array_equal(ours.per_caption, per_caption) and ours.corpus.tolist() == corpus
         assert np.array_equal(rouge_l(cands, refs), reference_rouge(cands, refs))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_chunked_batches_equal_pycocoevalcap_bit_for_bit(monkeypatch, chunk):
+    """Large batches are scored CHUNK_PAIRS distinct pairs at a time (linear time and memory): with
+    chunks of 1, 7 and 1,000 pairs, shared and repeated reference lists, repeated candidates and
+    lengths 0..80 still give pycocoevalcap's BLEU (per caption and corpus) and ROUGE-L bit for bit,
+    the per-caption statistics sum to the corpus score, and every chunk holds only its own texts."""
+    import captioneval.kernels.bleu as kernel
+    from captioneval.kernels.corpus import BleuCorpus, bleu_statistics
+
+    rng = random.Random(11)
+    words = ["a", "b", "c", "dog", "on", "the", "é", "日本", ""]
+
+    def sentence():
+        return " ".join(rng.choice(words) for _ in range(rng.choice([0, 1, 3, 6, rng.randint(0, 80)])))
+
+    pool = [[sentence() for _ in range(rng.randint(1, 6))] for _ in range(40)]
+    cands = [sentence() for _ in range(300)]
+    cands += cands[:50]  # repeated (candidate, references) pairs
+    refs = [rng.choice(pool) for _ in cands[:300]] + [None] * 50
+    refs[300:] = refs[:50]
+    corpus, per_caption = reference_bleu(cands, refs, 4)
+    whole = bleu_scores(cands, refs, 4)
+    monkeypatch.setattr(kernel, "CHUNK_PAIRS", chunk)
+    index = kernel.index_captions(cands, refs)
+    parts = list(kernel.chunks(index))
+    assert len(parts) == -(-len(index.pair_sentence) // chunk) and parts[-1][1] == len(index.pair_sentence)
+    for start, stop, sub in parts:  # a chunk's sentences are exactly those of its pairs
+        used = {index.sentences[i] for i in index.pair_sentence[start:stop].tolist()}
+        for g in set(index.pair_group[start:stop].tolist()):
+            used.update(index.sentences[i] for i in index.group_refs[index.group_ptr[g]:index.group_ptr[g + 1]].tolist())
+        assert set(sub.sentences) == used and len(sub.sentences) == len(used)
+    chunked = bleu_scores(cands, refs, 4)
+    assert np.array_equal(chunked.per_caption, per_caption) and chunked.corpus.tolist() == corpus
+    assert np.array_equal(chunked.per_caption, whole.per_caption)
+    assert np.array_equal(rouge_l(cands, refs), reference_rouge(cands, refs))
+    stats = bleu_statistics(cands, refs)
+    assert stats.shape == (350, 10) and BleuCorpus(4).score(stats.sum(axis=0)) == corpus[3]
+    assert np.array_equal(stats[:, 0], [len(c.split()) for c in cands])
+    with pytest.raises(ValueError, match="chunk size"):
+        list(kernel.chunks(index, 0))
 
 
 def test_lower_orders_are_the_first_rows_and_bleu_is_per_caption():

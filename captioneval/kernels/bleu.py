@@ -36,7 +36,9 @@ references of an image are shared by all its candidates) and looked up for each 
 (candidate, reference list) pair with one ``np.searchsorted``. The floating-point operations of the
 per-caption formula are the reference's, in the same order; the two libm calls (``pow`` and
 ``exp``) are made with Python floats on the distinct values, so results do not depend on numpy's
-SIMD builds of ``power`` / ``exp``.
+SIMD builds of ``power`` / ``exp``. Batches of more than :data:`CHUNK_PAIRS` distinct pairs are
+scored a chunk at a time (:func:`chunks`: each chunk numbers only its own sentences and n-grams), so
+time and memory grow linearly with the batch; a pair's numbers do not depend on the chunking.
 """
 from __future__ import annotations
 
@@ -47,7 +49,10 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["BleuResult", "bleu", "bleu_scores", "index_captions", "CaptionIndex"]
+from captioneval.utils.gcpause import paused_gc
+
+__all__ = ["BleuResult", "bleu", "bleu_scores", "bleu_statistics", "index_captions", "CaptionIndex", "chunks",
+           "CHUNK_PAIRS"]
 
 TINY = 1e-15  # pycocoevalcap bleu_scorer.py: added to the matches ("so that if guess is 0 still return 0")
 SMALL = 1e-9  # pycocoevalcap bleu_scorer.py: added to the number of candidate n-grams
@@ -104,6 +109,11 @@ def index_captions(candidates: Sequence[str], references: Sequence[Sequence[str]
     if any(issubclass(kind, (str, bytes)) for kind in set(map(type, references))):
         i = next(i for i, refs in enumerate(references) if isinstance(refs, (str, bytes)))
         raise TypeError(f"references[{i}] must be a list of reference strings, got a single string")
+    with paused_gc():
+        return _index_captions(candidates, references, m)
+
+
+def _index_captions(candidates, references, m: int) -> CaptionIndex:
     try:
         keys = list(map(tuple, references))  # C loops throughout: this runs once per candidate
         lists = {key: g for g, key in enumerate(dict.fromkeys(keys))}
@@ -142,6 +152,45 @@ def expand(ptr: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts = np.cumsum(lengths) - lengths
     idx = np.arange(total, dtype=np.int64) - np.repeat(starts - ptr[sel], lengths)
     return idx, owner
+
+
+#: distinct (candidate, reference list) pairs scored together: the sorts of one chunk stay in the
+#: CPU caches and its arrays in a few hundred MB, so time and memory grow linearly with the number of
+#: pairs (one batch of 1M distinct pairs sorts about 50M n-gram keys at once, N log N and 9 GB)
+CHUNK_PAIRS = 20_000
+
+
+def chunks(index: CaptionIndex, size: int | None = None):
+    """Split ``index`` into consecutive runs of at most ``size`` distinct pairs (``size`` >= 1;
+    default :data:`CHUNK_PAIRS`, read at each call).
+
+    Yields ``(start, stop, sub)``: ``sub`` is a :class:`CaptionIndex` of the pairs
+    ``start:stop`` alone, holding only the sentences and reference lists they use (renumbered, in
+    their order in ``index``); its ``pair_of`` is ``arange(stop - start)``. A single chunk is
+    ``index`` itself. Scores computed pair by pair are the same whichever way the pairs are split.
+    """
+    size = CHUNK_PAIRS if size is None else int(size)
+    if size < 1:
+        raise ValueError(f"chunk size must be >= 1, got {size}")
+    n_pairs = len(index.pair_sentence)
+    if n_pairs <= size:
+        yield 0, n_pairs, index
+        return
+    for start in range(0, n_pairs, size):
+        stop = min(start + size, n_pairs)
+        ps, pg = index.pair_sentence[start:stop], index.pair_group[start:stop]
+        groups, local_group = np.unique(pg, return_inverse=True)  # pairs are sorted by group
+        ref_idx, _ = expand(index.group_ptr, groups)
+        refs = index.group_refs[ref_idx]
+        used, local = np.unique(np.concatenate([ps, refs]), return_inverse=True)
+        local = local.reshape(-1)
+        sizes = np.diff(index.group_ptr)[groups]
+        ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=ptr[1:])
+        sentences = index.sentences
+        yield start, stop, CaptionIndex([sentences[i] for i in used.tolist()], local[:len(ps)],
+                                        local_group.reshape(-1).astype(np.int64, copy=False),
+                                        np.arange(stop - start, dtype=np.int64), ptr, local[len(ps):])
 
 
 def _ngram_counts(sentences: list, n: int):
@@ -207,40 +256,20 @@ def _corpus_bleu(correct, guess, testlen: int, reflen: int, n: int) -> np.ndarra
     return np.asarray(bleus, dtype=np.float64)
 
 
-def bleu_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int = 4) -> BleuResult:
-    """Sentence BLEU-1..n of every candidate and the corpus BLEU-1..n, as pycocoevalcap 1.2's
-    ``Bleu(n).compute_score`` (``option='closest'``; see the module docstring).
+def _pair_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """pycocoevalcap's ``cook_refs`` / ``cook_test`` for the P distinct pairs of ``index``, chunk by
+    chunk (:func:`chunks`): int64 ``correct`` (P, n) clipped matches, ``guess`` (P, n) candidate
+    n-grams, ``testlen`` (P,) candidate length, ``reflen`` (P,) closest reference length."""
+    parts = [_chunk_statistics(sub, n) for _, _, sub in chunks(index)]
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate(column) for column in zip(*parts))
 
-    Parameters
-    ----------
-    candidates : m PTB-tokenised strings.
-    references : m non-empty lists of PTB-tokenised strings (the references of each candidate).
-    n : largest n-gram order, a positive int (the COCO metric: 4). ``bleu_scores(..., n)`` for n < 4
-        equals the first n rows for n = 4, as pycocoevalcap's ``Bleu(n)``; pycocoevalcap raises
-        IndexError for n > 4 (its ``cook_refs`` / ``cook_test`` always count up to 4-grams), here the
-        same formula simply continues to order n.
 
-    Returns
-    -------
-    BleuResult with ``per_caption`` (n, m) and ``corpus`` (n,), float64 in [0, 1]. For m = 0 the
-    per-caption array is (n, 0) and the corpus scores are 0 (the formula on zero totals: brevity
-    penalty exp(1 - 1e6) = 0), as pycocoevalcap's on an empty input.
-
-    Raises
-    ------
-    ValueError
-        length mismatch, a candidate without references, or ``n`` < 1.
-    TypeError
-        a caption that is not a string.
-    """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n (largest n-gram order) must be a positive integer, got {n!r}")
-    n = int(n)
-    index = index_captions(candidates, references)
-    m = len(candidates)
-    if m == 0:
-        return BleuResult(np.zeros((n, 0)), _corpus_bleu([0] * n, [0] * n, 0, 0, n))
-    n_tokens, ptr, ngram, count, order, n_ngrams = _ngram_counts(index.sentences, n)
+def _chunk_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_pair_statistics` of one chunk, every step vectorised over its pairs."""
+    with paused_gc():
+        n_tokens, ptr, ngram, count, order, n_ngrams = _ngram_counts(index.sentences, n)
     gptr, grefs = index.group_ptr, index.group_refs
     n_groups = len(gptr) - 1
 
@@ -274,6 +303,45 @@ def bleu_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], 
     starts = np.cumsum(gptr[pg + 1] - gptr[pg]) - (gptr[pg + 1] - gptr[pg])
     reflen = np.minimum.reduceat(closeness, starts) % width
 
+    return correct, guess, testlen, reflen
+
+
+def bleu_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int = 4) -> BleuResult:
+    """Sentence BLEU-1..n of every candidate and the corpus BLEU-1..n, as pycocoevalcap 1.2's
+    ``Bleu(n).compute_score`` (``option='closest'``; see the module docstring).
+
+    Parameters
+    ----------
+    candidates : m PTB-tokenised strings.
+    references : m non-empty lists of PTB-tokenised strings (the references of each candidate).
+    n : largest n-gram order, a positive int (the COCO metric: 4). ``bleu_scores(..., n)`` for n < 4
+        equals the first n rows for n = 4, as pycocoevalcap's ``Bleu(n)``; pycocoevalcap raises
+        IndexError for n > 4 (its ``cook_refs`` / ``cook_test`` always count up to 4-grams), here the
+        same formula simply continues to order n.
+
+    Returns
+    -------
+    BleuResult with ``per_caption`` (n, m) and ``corpus`` (n,), float64 in [0, 1]. For m = 0 the
+    per-caption array is (n, 0) and the corpus scores are 0 (the formula on zero totals: brevity
+    penalty exp(1 - 1e6) = 0), as pycocoevalcap's on an empty input.
+
+    Raises
+    ------
+    ValueError
+        length mismatch, a candidate without references, or ``n`` < 1.
+    TypeError
+        a caption that is not a string.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n (largest n-gram order) must be a positive integer, got {n!r}")
+    n = int(n)
+    index = index_captions(candidates, references)
+    m = len(candidates)
+    if m == 0:
+        return BleuResult(np.zeros((n, 0)), _corpus_bleu([0] * n, [0] * n, 0, 0, n))
+    correct, guess, testlen, reflen = _pair_statistics(index, n)
+    n_pairs = len(testlen)
+
     # per caption, the reference's operations in the reference's order
     per_pair = np.empty((n, n_pairs), dtype=np.float64)
     product = np.ones(n_pairs, dtype=np.float64)
@@ -294,6 +362,34 @@ def bleu_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], 
     corpus = _corpus_bleu(total_correct.tolist(), total_guess.tolist(), int((testlen * weight).sum()),
                           int((reflen * weight).sum()), n)
     return BleuResult(per_pair[:, index.pair_of], corpus)
+
+
+def bleu_statistics(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int = 4) -> np.ndarray:
+    """Per-caption BLEU sufficient statistics, pycocoevalcap 1.2's ``cook_refs`` / ``cook_test``
+    (``bleu_scorer.py``), vectorised and chunked as :func:`bleu_scores`.
+
+    Returns
+    -------
+    float64 (m, 2 + 2n), all non-negative integers: columns ``testlen`` (candidate tokens),
+    ``reflen`` (the reference length closest to ``testlen``, the shorter on a tie), ``guess_1..n``
+    (``max(0, testlen - k + 1)``), ``correct_1..n`` (clipped k-gram matches against the maximum
+    count over the references): :data:`captioneval.kernels.corpus.BLEU_COLUMNS` for n = 4. Summed
+    over any subset of captions they give that subset's corpus BLEU.
+
+    Raises
+    ------
+    ValueError, TypeError
+        as :func:`bleu_scores`.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n (largest n-gram order) must be a positive integer, got {n!r}")
+    n = int(n)
+    index = index_captions(candidates, references)
+    if len(candidates) == 0:
+        return np.zeros((0, 2 + 2 * n))
+    correct, guess, testlen, reflen = _pair_statistics(index, n)
+    table = np.concatenate([testlen[:, None], reflen[:, None], guess, correct], axis=1).astype(np.float64)
+    return table[index.pair_of]
 
 
 def bleu(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int = 4) -> np.ndarray:

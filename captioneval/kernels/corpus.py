@@ -56,11 +56,11 @@ whitespace, as stored in ``CaptionTokens``; :func:`captioneval.text.tokenizer.pt
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Sequence
 
 import numpy as np
 
+from captioneval.kernels.bleu import bleu_statistics as _bleu_kernel_statistics
 from captioneval.kernels.cider import cider_d
 
 __all__ = [
@@ -123,16 +123,9 @@ def _check_sums(sums, k: int, key: str) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # BLEU
 # ---------------------------------------------------------------------------------------------
-def _ngram_counts(words: list[str], n: int) -> Counter:
-    """pycocoevalcap ``precook``: counts of the k-grams (tuples) of order 1..n."""
-    counts: Counter = Counter()
-    for k in range(1, n + 1):
-        counts.update(tuple(words[i:i + k]) for i in range(len(words) - k + 1))
-    return counts
-
-
 def bleu_statistics(candidates: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
-    """Per-caption BLEU sufficient statistics, as pycocoevalcap's ``cook_refs`` / ``cook_test``.
+    """Per-caption BLEU sufficient statistics, as pycocoevalcap's ``cook_refs`` / ``cook_test``
+    (computed by the vectorised kernel, :func:`captioneval.kernels.bleu.bleu_statistics`).
 
     Parameters
     ----------
@@ -157,32 +150,7 @@ def bleu_statistics(candidates: Sequence[str], references: Sequence[Sequence[str
         a caption that is not a string, or an item's references given as a bare string.
     """
     _check_inputs(candidates, references)
-    n = _BLEU_N
-    out = np.zeros((len(candidates), 2 + 2 * n), dtype=np.float64)
-    ref_cache: dict[tuple[str, ...], tuple[list[int], dict]] = {}
-    for i, (cand, refs) in enumerate(zip(candidates, references)):
-        key = tuple(refs)
-        cooked = ref_cache.get(key)
-        if cooked is None:
-            lengths, maxcounts = [], {}
-            for ref in refs:
-                words = ref.split()
-                lengths.append(len(words))
-                for gram, c in _ngram_counts(words, n).items():
-                    if c > maxcounts.get(gram, 0):
-                        maxcounts[gram] = c
-            cooked = ref_cache[key] = (lengths, maxcounts)
-        lengths, maxcounts = cooked
-        words = cand.split()
-        testlen = len(words)
-        row = out[i]
-        row[0] = testlen
-        row[1] = min((abs(length - testlen), length) for length in lengths)[1]
-        for k in range(1, n + 1):
-            row[1 + k] = max(0, testlen - k + 1)
-        for gram, c in _ngram_counts(words, n).items():
-            row[1 + n + len(gram)] += min(maxcounts.get(gram, 0), c)
-    return out
+    return _bleu_kernel_statistics(candidates, references, _BLEU_N)
 
 
 class CorpusStatistic:

@@ -33,7 +33,8 @@ from typing import Sequence
 
 import numpy as np
 
-from captioneval.kernels.bleu import expand, index_captions
+from captioneval.kernels.bleu import CaptionIndex, chunks, expand, index_captions
+from captioneval.utils.gcpause import paused_gc
 
 __all__ = ["rouge_l", "lcs_length"]
 
@@ -79,7 +80,15 @@ def rouge_l(candidates: Sequence[str], references: Sequence[Sequence[str]], beta
     index = index_captions(candidates, references)
     if len(candidates) == 0:
         return np.zeros(0)
-    split = [s.split(" ") for s in index.sentences]  # pycocoevalcap Rouge.calc_score: split(" ")
+    per_pair = np.concatenate([_rouge_l_pairs(sub, beta) for _, _, sub in chunks(index)])
+    return per_pair[index.pair_of]
+
+
+def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
+    """ROUGE-L of the distinct pairs of one chunk of ``index`` (:func:`captioneval.kernels.bleu.chunks`),
+    float64 (P,), every step vectorised over the pairs."""
+    with paused_gc():
+        split = [s.split(" ") for s in index.sentences]  # pycocoevalcap Rouge.calc_score: split(" ")
     n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=len(split))  # >= 1
     flat = list(chain.from_iterable(split))
     vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
@@ -156,4 +165,4 @@ def rouge_l(candidates: Sequence[str], references: Sequence[Sequence[str]], beta
     with np.errstate(divide="ignore", invalid="ignore"):
         score = ((1 + b2) * prec_max * rec_max) / (rec_max + b2 * prec_max)
     score = np.where((prec_max != 0) & (rec_max != 0), score, 0.0)
-    return score[index.pair_of]
+    return score
