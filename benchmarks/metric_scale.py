@@ -730,6 +730,11 @@ def main(argv=None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
+    # Ctrl-C stops the run and its workers even when this process was started with SIGINT ignored or
+    # blocked, which a child inherits from its parent (a background job, or a parent that ignored it
+    # while it started us: a CI run once saw the script run to the end after SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     queue = f"metric-scale-{uuid.uuid4().hex[:12]}"
     try:
         ensure_database(args.database_url)

@@ -80,9 +80,16 @@ def test_quick_run_scores_every_unit_with_one_and_two_workers(tmp_path):
     assert not redis.Redis.from_url(BROKER).keys(f"*{report['settings']['queue']}*")  # queue and bindings removed
 
 
+def _start_deaf_to_ctrl_c():
+    """In the child before exec: SIGINT ignored and blocked, as a parent can leave it (both are
+    inherited through exec); the script must restore Ctrl-C itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 def test_interrupt_stops_the_workers(tmp_path):
     proc = subprocess.Popen(script("--sizes", "100", "--chunk-size", "50"), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_start_deaf_to_ctrl_c)
     pids = []
     try:
         for line in proc.stdout:
