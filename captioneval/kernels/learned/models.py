@@ -10,7 +10,16 @@ Where weights come from (:func:`find_clip_weights`, in this order):
    OpenAI publishes; for other names a file or folder of that name;
 3. OpenAI's names: the file in OpenAI's download cache (``~/.cache/clip``), else downloaded from
    OpenAI's URL and checked against the sha256 in it, unless downloads are off;
-4. any other name: the Hugging Face cache and hub (``transformers.CLIPModel.from_pretrained``).
+4. open_clip's names of hub models: ``hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K`` or an
+   ``architecture/pretrained`` pair of :data:`OPEN_CLIP_HUB` (``ViT-B-32/laion2b_s34b_b79k``, as in
+   ``open_clip.create_model_and_transforms("ViT-B-32", pretrained="laion2b_s34b_b79k")``): the
+   repository's ``open_clip_config.json`` and weights (``open_clip_model.safetensors``, else
+   ``open_clip_pytorch_model.bin``) from ``$CAPTIONEVAL_MODELS_DIR/<repository name>/``, the Hugging
+   Face cache or hub (:func:`find_open_clip`); a local folder holding those two files works too. The
+   config decides the activation (``quick_gelu``, GELU by default as in open_clip), the heads
+   (``width / head_width``) and must ask for the preprocessing this package implements (OpenAI's
+   mean and std, 224 px, bicubic, shortest-side resize): others raise ValueError (:func:`open_clip_config`);
+5. any other name: the Hugging Face cache and hub (``transformers.CLIPModel.from_pretrained``).
 
 Downloads are off when ``CAPTIONEVAL_OFFLINE``, ``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` is 1
 (the tests set them). Weights that are missing and cannot be fetched raise :class:`WeightsMissing`
@@ -23,6 +32,7 @@ tensor shapes as OpenAI's ``clip.model.build_model`` reads it (heads = width / 6
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import urllib.request
@@ -40,6 +50,26 @@ OPENAI_MODELS = {
     "ViT-L/14": "https://openaipublic.azureedge.net/clip/models/b8cca3fd41ae0c99ba7e8951adf17d267cdb84cd88be6f7c2e0eca1737a03836/ViT-L-14.pt",
     "ViT-L/14@336px": "https://openaipublic.azureedge.net/clip/models/3035c92b350959924f9f00213499208652fc7ea050643e8b385c2dac08641f02/ViT-L-14-336px.pt",
 }
+
+
+#: open_clip ``architecture/pretrained`` names of ViT models on the Hugging Face hub -> repository
+#: (open_clip's ``src/open_clip/pretrained.py``, ``hf_hub=`` of each entry). Models whose config asks for
+#: other preprocessing (e.g. ``ViT-L-14/laion2b_s32b_b82k``: Inception mean and std) are left out.
+OPEN_CLIP_HUB = {
+    "ViT-B-32/laion2b_s34b_b79k": "laion/CLIP-ViT-B-32-laion2B-s34B-b79K",
+    "ViT-B-32/datacomp_xl_s13b_b90k": "laion/CLIP-ViT-B-32-DataComp.XL-s13B-b90K",
+    "ViT-B-16/laion2b_s34b_b88k": "laion/CLIP-ViT-B-16-laion2B-s34B-b88K",
+    "ViT-B-16/datacomp_xl_s13b_b90k": "laion/CLIP-ViT-B-16-DataComp.XL-s13B-b90K",
+    "ViT-L-14/datacomp_xl_s13b_b90k": "laion/CLIP-ViT-L-14-DataComp.XL-s13B-b90K",
+    "ViT-H-14/laion2b_s32b_b79k": "laion/CLIP-ViT-H-14-laion2B-s32B-b79K",
+    "ViT-g-14/laion2b_s12b_b42k": "laion/CLIP-ViT-g-14-laion2B-s12B-b42K",
+    "ViT-g-14/laion2b_s34b_b88k": "laion/CLIP-ViT-g-14-laion2B-s34B-b88K",
+    "ViT-bigG-14/laion2b_s39b_b160k": "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k",
+}
+OPEN_CLIP_CONFIG = "open_clip_config.json"
+OPEN_CLIP_WEIGHTS = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+_OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
+_OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
 class WeightsMissing(FileNotFoundError):
@@ -91,6 +121,109 @@ def _download(url: str, target: Path) -> Path:
     return target
 
 
+def is_open_clip_folder(path: str | os.PathLike) -> bool:
+    """True for a folder holding ``open_clip_config.json`` and open_clip weights."""
+    p = Path(path)
+    return p.is_dir() and (p / OPEN_CLIP_CONFIG).is_file() and any((p / w).is_file() for w in OPEN_CLIP_WEIGHTS)
+
+
+def open_clip_repository(spec: str) -> str | None:
+    """The hub repository of an open_clip name (``hf-hub:<org>/<name>`` or a key of
+    :data:`OPEN_CLIP_HUB`), or None for anything else."""
+    if spec.startswith("hf-hub:"):
+        repo = spec.removeprefix("hf-hub:").strip("/")
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+            raise ValueError(f"{spec!r}: an open_clip hub name is hf-hub:<organisation>/<repository>")
+        return repo
+    return OPEN_CLIP_HUB.get(spec)
+
+
+def hub_cache_dir() -> str:
+    """The Hugging Face hub cache as huggingface_hub defines it (``HF_HUB_CACHE``, else ``$HF_HOME/hub``,
+    else ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub``), read when called, not
+    when huggingface_hub was first imported."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.path.expanduser(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return os.path.join(os.path.expanduser(home), "hub")
+
+
+def find_open_clip(repo: str) -> str:
+    """A local folder with ``repo``'s ``open_clip_config.json`` and weights: ``$CAPTIONEVAL_MODELS_DIR``
+    (``<repository name>`` or ``<organisation>--<repository name>``), else the Hugging Face cache, else
+    the hub unless downloads are off (``huggingface_hub.hf_hub_download``). Raises :class:`WeightsMissing`
+    naming the files and where to put them."""
+    base = models_dir()
+    if base:
+        for name in (repo.split("/", 1)[1], repo.replace("/", "--")):
+            if is_open_clip_folder(base / name):
+                return str(base / name)
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    cache = hub_cache_dir()
+    try:
+        config = hf_hub_download(repo, OPEN_CLIP_CONFIG, local_files_only=offline(), cache_dir=cache)
+        for weights in OPEN_CLIP_WEIGHTS:
+            try:
+                hf_hub_download(repo, weights, local_files_only=offline(), cache_dir=cache)
+                return str(Path(config).parent)
+            except (EntryNotFoundError, LocalEntryNotFoundError):
+                continue
+    except (OSError, EntryNotFoundError, LocalEntryNotFoundError, ValueError):
+        pass
+    where = f"{MODELS_DIR_ENV}/{repo.split('/', 1)[1]}/" if base else f"a folder named {repo.split('/', 1)[1]} under {MODELS_DIR_ENV}"
+    raise WeightsMissing(f"open_clip model {repo} not found: put its {OPEN_CLIP_CONFIG} and {OPEN_CLIP_WEIGHTS[0]} "
+                         f"(from https://huggingface.co/{repo}) in {where}")
+
+
+def open_clip_config(folder: str | os.PathLike) -> dict:
+    """What :func:`load_clip` needs from an open_clip folder's ``open_clip_config.json`` (open_clip's
+    ``factory.py`` reads ``model_cfg`` and ``preprocess_cfg`` from it; its ``model.py`` defaults):
+    ``{"quick_gelu": bool (default False), "vision_head_width": int (default 64), "text_heads": int
+    (default 8)}``. Raises ValueError for a model this package cannot run as open_clip does: not a
+    ViT with a text tower, or preprocessing other than OpenAI's mean and std at 224 px, bicubic,
+    shortest-side resize (what :mod:`captioneval.kernels.learned.clip_image` implements)."""
+    path = Path(folder) / OPEN_CLIP_CONFIG
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable open_clip config ({e})") from None
+    model = config.get("model_cfg", config) if isinstance(config, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("vision_cfg"), dict) or not isinstance(model.get("text_cfg"), dict):
+        raise ValueError(f"{path}: no model_cfg with vision_cfg and text_cfg")
+    vision, text = model["vision_cfg"], model["text_cfg"]
+    if any(k in vision for k in ("timm_model_name", "layers_per_stage")) or isinstance(vision.get("layers"), (list, tuple)):
+        raise ValueError(f"{path}: only ViT image towers in OpenAI's layout are supported, not {vision.get('timm_model_name') or 'a ResNet'}")
+    if "hf_model_name" in text:
+        raise ValueError(f"{path}: a Hugging Face text tower ({text['hf_model_name']}) is not supported")
+    pre = config.get("preprocess_cfg", {}) if isinstance(config, dict) else {}
+    checks = {"mean": (tuple(pre.get("mean", _OPENAI_MEAN)), _OPENAI_MEAN), "std": (tuple(pre.get("std", _OPENAI_STD)), _OPENAI_STD),
+              "size": (pre.get("size", vision.get("image_size", 224)), 224), "interpolation": (pre.get("interpolation", "bicubic"), "bicubic"),
+              "resize_mode": (pre.get("resize_mode", "shortest"), "shortest")}
+    for field_, (got, want) in checks.items():
+        if got != want and not (isinstance(got, (list, tuple)) and list(got) == [want, want]):
+            raise ValueError(f"{path}: preprocessing {field_} {got!r} is not supported (only {want!r}, OpenAI's)")
+    return {"quick_gelu": bool(model.get("quick_gelu", False)), "vision_head_width": int(vision.get("head_width", 64)),
+            "text_heads": int(text.get("heads", 8))}
+
+
+def read_open_clip_weights(folder: str | os.PathLike) -> dict:
+    """The state dict of an open_clip folder (safetensors preferred; open_clip's ViT keys are OpenAI's)."""
+    folder = Path(folder)
+    if (folder / OPEN_CLIP_WEIGHTS[0]).is_file():
+        from safetensors.torch import load_file
+
+        sd = load_file(str(folder / OPEN_CLIP_WEIGHTS[0]), device="cpu")
+    else:
+        import torch
+
+        sd = torch.load(str(folder / OPEN_CLIP_WEIGHTS[1]), map_location="cpu", weights_only=True)
+    if "visual.proj" not in sd:
+        raise ValueError(f"{folder}: not a CLIP ViT state dict in OpenAI's layout (no visual.proj)")
+    return sd
+
+
 def find_clip_weights(spec: str | os.PathLike) -> str:
     """Resolve a CLIP-family weights spec (path, OpenAI name, ``CAPTIONEVAL_MODELS_DIR`` entry or Hugging
     Face name; see the module docstring) to a local file or directory, or to a Hugging Face name
@@ -98,6 +231,9 @@ def find_clip_weights(spec: str | os.PathLike) -> str:
     spec_s = os.fspath(spec)
     if os.path.exists(spec_s):
         return spec_s
+    repo = open_clip_repository(spec_s)
+    if repo is not None:
+        return find_open_clip(repo)
     base = models_dir()
     if spec_s in OPENAI_MODELS:
         filename = OPENAI_MODELS[spec_s].rsplit("/", 1)[1]
@@ -159,22 +295,33 @@ def openai_architecture(sd: dict) -> dict:
     }
 
 
-def openai_to_hf(sd: dict, quick_gelu: bool = True):
+def openai_to_hf(sd: dict, quick_gelu: bool = True, vision_head_width: int = 64, text_heads: int | None = None):
     """A ``transformers.CLIPModel`` holding an OpenAI-layout ViT CLIP state dict (fp32, eval mode).
     ``quick_gelu``: OpenAI's activation (True for OpenAI's and PAC-S's weights; open_clip's LAION
-    models use GELU: False)."""
+    models use GELU: False). ``vision_head_width``: the image tower's heads are its width divided by
+    it (64 in OpenAI's ``build_model``; open_clip's ``head_width``); ``text_heads``: None for OpenAI's
+    width // 64, else open_clip's ``text_cfg.heads``. MLP widths are read from the tensors (open_clip's
+    ``mlp_ratio`` is not always 4)."""
     from transformers import CLIPConfig, CLIPModel
 
     a = openai_architecture(sd)
+    if text_heads is not None:
+        a["transformer_heads"] = int(text_heads)
+    vision_heads = a["vision_width"] // int(vision_head_width)
+    for heads, width, what in ((a["transformer_heads"], a["transformer_width"], "text"), (vision_heads, a["vision_width"], "image")):
+        if heads < 1 or width % heads:
+            raise ValueError(f"CLIP {what} tower: width {width} is not a multiple of {heads} heads")
+    text_mlp = sd["transformer.resblocks.0.mlp.c_fc.weight"].shape[0]
+    vision_mlp = sd["visual.transformer.resblocks.0.mlp.c_fc.weight"].shape[0]
     act = "quick_gelu" if quick_gelu else "gelu"
     config = CLIPConfig(
         text_config=dict(vocab_size=a["vocab_size"], hidden_size=a["transformer_width"],
-                         intermediate_size=4 * a["transformer_width"], num_hidden_layers=a["transformer_layers"],
+                         intermediate_size=text_mlp, num_hidden_layers=a["transformer_layers"],
                          num_attention_heads=a["transformer_heads"], max_position_embeddings=a["context_length"],
                          hidden_act=act, layer_norm_eps=1e-5, projection_dim=a["embed_dim"],
                          bos_token_id=49406, eos_token_id=49407, pad_token_id=0),
-        vision_config=dict(hidden_size=a["vision_width"], intermediate_size=4 * a["vision_width"],
-                           num_hidden_layers=a["vision_layers"], num_attention_heads=a["vision_width"] // 64,
+        vision_config=dict(hidden_size=a["vision_width"], intermediate_size=vision_mlp,
+                           num_hidden_layers=a["vision_layers"], num_attention_heads=vision_heads,
                            image_size=a["image_resolution"], patch_size=a["vision_patch_size"], hidden_act=act,
                            layer_norm_eps=1e-5, projection_dim=a["embed_dim"]),
         projection_dim=a["embed_dim"])
@@ -284,6 +431,12 @@ def load_clip(spec: str | os.PathLike, device: str = "cpu", dtype: str = "float3
         return _LOADED[key]
     if os.path.isfile(where):
         model, kind, digest = openai_to_hf(read_state_dict(where), quick_gelu=quick_gelu), "openai", file_sha256(where)
+    elif is_open_clip_folder(where):  # the folder's config decides the activation and heads, not quick_gelu
+        cfg = open_clip_config(where)
+        model = openai_to_hf(read_open_clip_weights(where), quick_gelu=cfg["quick_gelu"],
+                             vision_head_width=cfg["vision_head_width"], text_heads=cfg["text_heads"])
+        config_bytes = (Path(where) / OPEN_CLIP_CONFIG).read_bytes()  # the config decides the model too
+        kind, digest = "open_clip", hashlib.sha256(file_sha256(where).encode() + b"\0" + config_bytes).hexdigest()
     else:
         from transformers import CLIPModel
 
