@@ -86,6 +86,31 @@ def write_tiny_clip(folder: Path, seed: int = SEED) -> dict[str, Path]:
     return paths
 
 
+def write_tiny_clip_torchscript(path: Path, seed: int = SEED) -> Path:
+    """The tiny CLIP as a TorchScript archive holding fp16 parameters under OpenAI's names, the format
+    of OpenAI's published files (``ViT-B-32.pt`` is a ``torch.jit.save`` of its CLIP module in fp16):
+    the parameters sit in nested modules named by the key's parts; ``forward`` only returns
+    ``logit_scale`` (the loader reads the archive's state dict, never runs it)."""
+    import torch
+
+    class Holder(torch.nn.Module):
+        def forward(self):
+            return self.logit_scale
+
+    root = Holder()
+    for key, value in tiny_clip_state_dict(seed).items():
+        *parents, leaf = key.split(".")
+        module = root
+        for part in parents:
+            if not hasattr(module, part):
+                module.add_module(part, torch.nn.Module())
+            module = getattr(module, part)
+        module.register_parameter(leaf, torch.nn.Parameter(value.half(), requires_grad=False))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.jit.save(torch.jit.script(root), str(path))
+    return path
+
+
 def _exif_rotated(rng) -> bytes:
     from PIL import Image
 

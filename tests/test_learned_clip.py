@@ -168,3 +168,22 @@ def test_a_hugging_face_folder_loads_through_the_same_code(tiny, tmp_path):
     b = batch(tiny)
     from_hf = ClipS(model=str(tmp_path / "hf-clip"), device="cpu").score(b).values
     assert np.max(np.abs(from_hf - np.asarray(GOLDEN["clip_s"]))) <= TOL
+
+
+def test_openais_torchscript_archive_loads_through_the_same_code(tiny, tmp_path):
+    """OpenAI publishes its CLIP weights as TorchScript archives in fp16 (``ViT-B-32.pt``):
+    ``read_state_dict`` takes the ``torch.jit.load`` route for them, and the tiny CLIP saved so (its
+    values are fp16-exact) gives the reference code's golden scores."""
+    import zipfile
+
+    from captioneval.kernels.learned.models import load_clip, read_state_dict
+    from captioneval.metrics.learned.clip_s import ClipS
+
+    archive = lm.write_tiny_clip_torchscript(tmp_path / "ViT-tiny.pt")
+    assert zipfile.is_zipfile(archive) and any("/code/__torch__" in n for n in zipfile.ZipFile(archive).namelist())
+    sd = read_state_dict(str(archive))
+    assert {k: v.dtype for k, v in sd.items()}["visual.proj"] == __import__("torch").float16
+    assert load_clip(str(archive)).kind == "openai"
+    values = ClipS(model=str(archive), device="cpu").score(batch(tiny)).values
+    assert np.max(np.abs(values - np.asarray(GOLDEN["clip_s"]))) <= TOL
+
