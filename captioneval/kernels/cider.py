@@ -68,6 +68,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from captioneval.utils.gcpause import paused_gc
+
 __all__ = ["DocumentFrequency", "cider_d"]
 
 #: header of :meth:`DocumentFrequency.to_packed`
@@ -133,11 +135,12 @@ class _Corpus:
 
     def __init__(self, sentences: list[str], n: int):
         self.n = n
-        split = [s.split() for s in sentences]
-        n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
-        flat = list(chain.from_iterable(split))
-        vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
-        wid = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+        with paused_gc():  # millions of token lists that form no cycle (captioneval.utils.gcpause)
+            split = [s.split() for s in sentences]
+            n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+            flat = list(chain.from_iterable(split))
+            vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
+            wid = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
         n_sent, n_tok, n_voc = len(sentences), len(flat), len(vocab)
 
         sent_of_pos = np.repeat(np.arange(n_sent, dtype=np.int64), n_tokens)
