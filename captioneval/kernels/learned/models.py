@@ -148,11 +148,11 @@ def hub_cache_dir() -> str:
     return os.path.join(os.path.expanduser(home), "hub")
 
 
-def find_open_clip(repo: str) -> str:
+def find_open_clip(repo: str, local_only: bool = False) -> str:
     """A local folder with ``repo``'s ``open_clip_config.json`` and weights: ``$CAPTIONEVAL_MODELS_DIR``
     (``<repository name>`` or ``<organisation>--<repository name>``), else the Hugging Face cache, else
-    the hub unless downloads are off (``huggingface_hub.hf_hub_download``). Raises :class:`WeightsMissing`
-    naming the files and where to put them."""
+    the hub unless downloads are off or ``local_only`` (``huggingface_hub.hf_hub_download``). Raises
+    :class:`WeightsMissing` naming the files and where to put them."""
     base = models_dir()
     if base:
         for name in (repo.split("/", 1)[1], repo.replace("/", "--")):
@@ -163,10 +163,10 @@ def find_open_clip(repo: str) -> str:
 
     cache = hub_cache_dir()
     try:
-        config = hf_hub_download(repo, OPEN_CLIP_CONFIG, local_files_only=offline(), cache_dir=cache)
+        config = hf_hub_download(repo, OPEN_CLIP_CONFIG, local_files_only=local_only or offline(), cache_dir=cache)
         for weights in OPEN_CLIP_WEIGHTS:
             try:
-                hf_hub_download(repo, weights, local_files_only=offline(), cache_dir=cache)
+                hf_hub_download(repo, weights, local_files_only=local_only or offline(), cache_dir=cache)
                 return str(Path(config).parent)
             except (EntryNotFoundError, LocalEntryNotFoundError):
                 continue
