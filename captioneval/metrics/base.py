@@ -153,6 +153,9 @@ class Metric:
     needs : frozenset of the need constants of this module.
     family : metrics computed by the same code (``"bleu"``; ``"plugin:<distribution>"`` for plugins).
     groups : command-line group names (``coco``, ``diversity``...) the metric belongs to.
+    accelerator : True when the metric runs much faster on a GPU (the learned metrics): the platform
+        sends its runs to the GPU Celery queue when one is configured (``CELERY_GPU_QUEUE``), else
+        computes them on CPU on the default queue.
     """
 
     key: str = ""
@@ -165,6 +168,7 @@ class Metric:
     needs: frozenset = frozenset()
     family: str = ""
     groups: tuple[str, ...] = ()
+    accelerator: bool = False
 
     def __init__(self, **attributes):
         for attr, value in attributes.items():

@@ -29,6 +29,7 @@ class ClipFamily(base.Metric):
     level = "caption"
     family = "clip_score"
     groups = ("learned",)
+    accelerator = True
     fp16_on_cuda = True
     reference_based = False
 
