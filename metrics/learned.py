@@ -158,6 +158,18 @@ def metric_for(run) -> base.Metric:
     return _objects[ident]
 
 
+def signature_string(run) -> str:
+    """The sacrebleu-style signature of learned run ``run`` (as the metric's ``signature_string``: name,
+    version, level, model, weights sha256, device, dtype, prefix, w, preprocessing, tokenizer, batches),
+    from its stored parameters, without loading the model."""
+    p = run.params
+    metric = type(registry.METRICS[run.metric])(model=p["model"], w=p["w"], prefix=p["prefix"], device=p["device"],
+                                                dtype=p["dtype"], image_batch=p["image_batch"],
+                                                text_batch=p["text_batch"], exif_transpose=p["exif_transpose"])
+    rest = metric.parameters_of(p["weights_sha256"], p["device"], p["dtype"])
+    return "|".join([metric.name, f"v:{run.version}", f"level:{metric.level}", *[f"{k}:{v}" for k, v in rest.items()]])
+
+
 class DatabaseFeatureCache:
     """The platform's :class:`captioneval.kernels.learned.clip_score.FeatureCache`: image features in
     :class:`metrics.models.ImageFeature` rows (shared by every worker and run), with this process's

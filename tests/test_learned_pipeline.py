@@ -111,6 +111,9 @@ def test_clip_s_on_a_local_picture_folder_features_once(dataset, tiny, tmp_path,
     run = MetricRun.objects.get(metric="clip_s")
     assert run.params["model"] == str(tiny["weights"]["openai"]) and run.params["device"] == "cpu"
     assert run.params["dtype"] == "float32" and len(run.params["weights_sha256"]) == 64
+    # the signature the reports show, from the stored parameters, is the loaded metric's own
+    assert learned.signature_string(run) == learned.metric_for(run).signature_string()
+    assert f"weights_sha256:{run.params['weights_sha256']}" in learned.signature_string(run)
     assert sum(encoded) == 6 and ImageFeature.objects.count() == 6  # each picture once, for both systems
     # RefCLIP-S on the same weights: no picture is encoded again, only texts
     out = run_command("compute_metrics", "--dataset", "pictures", "--metric", "ref_clip_s", "--model",
