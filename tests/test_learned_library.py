@@ -166,3 +166,22 @@ def test_learned_metric_usage_errors(tiny, tmp_path):
     code, _, stderr = cli(["evaluate", "--annotations", str(ann), "--results", str(res), "--metric", "clip_s",
                            "--images", str(tiny["images"][0].parent), "--model", f"clip_s={tmp_path / 'none.pt'}"])
     assert code == 2 and len(stderr.strip().splitlines()) == 1 and "none.pt" in stderr
+
+
+def test_speed_benchmark_script(tmp_path):
+    """benchmarks/learned_metrics_speed.py on a tiny model (--small; the real ViT-B/32 size is for hand
+    runs): the reference way and ours give the same CLIP-S, and a new system encodes no picture."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "speed.json"
+    proc = subprocess.run([sys.executable, str(root / "benchmarks/learned_metrics_speed.py"), "--small", "--images", "3",
+                           "--captions-per-image", "2", "--json", str(out)], capture_output=True, text=True, cwd=root,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(out.read_text("utf-8"))
+    assert summary["rows"] == 6 and summary["images"] == 3 and summary["model"] == "small"
+    assert summary["images_encoded_new_system"] == 0 and summary["max_abs_diff"] <= 1e-6
+    assert summary["reference_s"] > 0 and summary["ours_s"] > 0 and summary["new_system_s"] > 0
+    assert f"ratio (reference / ours): {summary['ratio']:.1f}x" in proc.stdout
