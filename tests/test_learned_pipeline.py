@@ -189,6 +189,18 @@ def test_the_compute_form_offers_them_with_names_and_reasons(dataset, tiny, sett
     reasons = {m["key"]: m["reason"] for m in refused}
     assert reasons["ref_clip_s"].startswith("needs its weights ViT-B-32.pt, which are not on this server")
     assert "BERTScore is computed by the library" in reasons["bert_score"]
+    # the dataset page, as staff: the form offers CLIP-S by its name, the others with their reasons
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.urls import reverse
+
+    client = Client()
+    client.force_login(User.objects.create_user("staff-page", password="pw", is_staff=True))
+    html = client.get(reverse("analysis:dataset", args=["pictures"])).content.decode()
+    assert 'value="clip_s"' in html and 'value="ref_clip_s"' not in html
+    assert '<li data-metric="ref_clip_s">RefCLIP-S: needs its weights ViT-B-32.pt' in html
+    assert 'data-unavailable="bert_score">BERTScore is computed by the library' in html
+    assert "BERT_SCORE" not in html and "CLIP_S" not in html
     dataset.image_source, dataset.image_location = "", ""
     dataset.save()
     offered, refused = jobs.metric_choices(dataset)
