@@ -271,3 +271,19 @@ def test_the_rest_api_computes_and_lists_them(dataset, tiny, settings, monkeypat
     assert scores["count"] == 12 and all(0 <= row["value"] <= 2.5 for row in scores["results"])
     listed = client.get("/api/runs/?dataset=pictures&metric=clip_s", **headers).json()
     assert [r["id"] for r in listed["results"]] == [run_id]
+
+
+@pytest.mark.django_db
+def test_uploaded_pictures_are_read_like_a_folder(dataset, tiny, settings, tmp_path):
+    from crowd import images as sources
+
+    settings.IMAGES_ROOT = str(tmp_path / "uploads")
+    run_command("set_image_source", "pictures", "--uploads")
+    dataset.refresh_from_db()
+    picture_folder(tiny, sources.upload_dir("pictures"))
+    ids = dict(dataset.images.values_list("key", "id"))
+    got = learned.image_inputs(dataset, [ids["1"], ids["2"]], "CLIP-S")
+    assert got[ids["1"]] == str((sources.upload_dir("pictures") / f"1{tiny['images'][0].suffix}").resolve())
+    assert learned.missing_pictures(dataset, list(ids)) == (0, [])
+    run = pipeline.plan_runs("pictures", ["clip_s"], models={"clip_s": str(tiny["weights"]["openai"])})[0]
+    assert run.total == 12
