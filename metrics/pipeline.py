@@ -231,7 +231,8 @@ def plan_runs(
         spec = level.metric
         if spec.needs_references(document_frequency_supplied=supplied is not None) and not has_refs:
             # only the default document-frequency table needs them: a supplied table will do
-            hint = " (or supply a document-frequency table with --cider-df)" if base.REFERENCES not in spec.needs else ""
+            reads = spec.needs & {base.REFERENCES, base.REFERENCE_TEXTS}
+            hint = " (or supply a document-frequency table with --cider-df)" if not reads else ""
             raise PipelineError(f"{spec.name} needs reference captions and dataset {dataset.name!r} has none{hint}")
         totals[key] = len(level.units())
         if totals[key] == 0:

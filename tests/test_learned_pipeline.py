@@ -206,6 +206,14 @@ def test_the_compute_form_offers_them_with_names_and_reasons(dataset, tiny, sett
     offered, refused = jobs.metric_choices(dataset)
     assert "clip_s" not in {m["key"] for m in offered}
     assert {m["key"]: m["reason"] for m in refused}["clip_s"].startswith("needs the pictures and pictures has no image source")
+    # RefCLIP-S needs the references (raw), CLIP-S does not
+    dataset.reference_system = None
+    dataset.save()
+    with pytest.raises(pipeline.PipelineError) as err:
+        pipeline.plan_runs("pictures", ["ref_clip_s"], models={"ref_clip_s": str(tiny["weights"]["openai"])})
+    assert str(err.value) == "RefCLIP-S needs reference captions and dataset 'pictures' has none"
+    offered, refused = jobs.metric_choices(dataset)
+    assert {m["key"]: m["reason"] for m in refused}["ref_clip_s"] == "needs reference captions and pictures has none"
 
 
 class _Pictures(http.server.BaseHTTPRequestHandler):

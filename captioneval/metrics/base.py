@@ -194,9 +194,11 @@ class Metric:
         return OBJECTS in self.needs
 
     def needs_references(self, document_frequency_supplied: bool = False) -> bool:
-        """True when the dataset must have reference captions: the metric reads them, or it needs a
-        document-frequency table and none is supplied (the default table is built from them)."""
-        return REFERENCES in self.needs or (DOCUMENT_FREQUENCY in self.needs and not document_frequency_supplied)
+        """True when the dataset must have reference captions: the metric reads them (tokenised, or raw as
+        RefCLIP-S and BERTScore), or it needs a document-frequency table and none is supplied (the
+        default table is built from them)."""
+        return bool(self.needs & {REFERENCES, REFERENCE_TEXTS}) or (
+            DOCUMENT_FREQUENCY in self.needs and not document_frequency_supplied)
 
     # --- the interface ----------------------------------------------------------------------------
     def score(self, batch: Batch) -> Scores:
