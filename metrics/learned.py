@@ -29,6 +29,7 @@ What this module gives :mod:`metrics.pipeline` (which asks it only about metrics
 from __future__ import annotations
 
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -229,9 +230,10 @@ def _host_of(source) -> str:
 
 def fetch(url: str) -> bytes:
     """The bytes at ``url`` from an allowed host (:func:`allowed_hosts`), at most
-    ``settings.LEARNED_IMAGE_MAX_BYTES``, within ``settings.LEARNED_IMAGE_TIMEOUT`` seconds per
-    request; redirects are followed only to allowed hosts. Raises OSError (ValueError for a host that is
-    not allowed, a response too large) saying why."""
+    ``settings.LEARNED_IMAGE_MAX_BYTES``, the whole request within ``settings.LEARNED_IMAGE_TIMEOUT``
+    seconds (also each connect and read); redirects are followed only to allowed hosts. Raises OSError
+    (TimeoutError past the time limit; ValueError for a host that is not allowed, a response too large)
+    saying why."""
     host = (urllib.parse.urlsplit(url).hostname or "").lower()
     if urllib.parse.urlsplit(url).scheme not in ("http", "https") or host not in allowed_hosts():
         raise ValueError(f"host {host!r} is not in LEARNED_IMAGE_HOSTS")
@@ -244,16 +246,24 @@ def fetch(url: str) -> bytes:
                 raise ValueError(f"redirected to host {target!r}, which is not in LEARNED_IMAGE_HOSTS")
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
+    timeout = float(settings.LEARNED_IMAGE_TIMEOUT)
+    deadline = time.monotonic() + timeout
     opener = urllib.request.build_opener(AllowedRedirects)
-    with opener.open(urllib.request.Request(url, headers={"User-Agent": "captioneval"}),
-                     timeout=float(settings.LEARNED_IMAGE_TIMEOUT)) as response:
+    with opener.open(urllib.request.Request(url, headers={"User-Agent": "captioneval"}), timeout=timeout) as response:
         declared = response.headers.get("Content-Length")
         if declared and declared.isdigit() and int(declared) > limit:
             raise ValueError(f"{declared} bytes, more than LEARNED_IMAGE_MAX_BYTES ({limit})")
-        data = response.read(limit + 1)
+        data = bytearray()
+        while len(data) <= limit:  # the whole request within the time limit, not only each read
+            block = response.read(min(1 << 16, limit + 1 - len(data)))
+            if not block:
+                break
+            data += block
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not received within LEARNED_IMAGE_TIMEOUT ({timeout:g} s)")
     if len(data) > limit:
         raise ValueError(f"more than LEARNED_IMAGE_MAX_BYTES ({limit}) bytes")
-    return data
+    return bytes(data)
 
 
 def local_file(source, key: str) -> Path | None:

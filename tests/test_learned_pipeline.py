@@ -220,6 +220,8 @@ class _Pictures(http.server.BaseHTTPRequestHandler):
     body = b""
 
     def do_GET(self):  # noqa: N802
+        if self.path.startswith("/slow"):
+            threading.Event().wait(3)  # far past the test's 0.3 s limit
         self.send_response(200)
         self.send_header("Content-Length", str(len(self.body)))
         self.end_headers()
@@ -251,6 +253,10 @@ def test_url_pictures_only_from_allowed_hosts_with_a_size_limit(dataset, tiny, s
         with pytest.raises(learned.PictureErrors) as err:
             learned.image_inputs(dataset, ids[:2], "CLIP-S")
         assert len(err.value.problems) == 2 and "more than LEARNED_IMAGE_MAX_BYTES (100)" in str(err.value)
+        # a host that does not answer in time: the fetch gives up (LEARNED_IMAGE_TIMEOUT)
+        settings.LEARNED_IMAGE_MAX_BYTES, settings.LEARNED_IMAGE_TIMEOUT = 10**6, 0.3
+        with pytest.raises(OSError, match="timed out"):
+            learned.fetch(f"http://127.0.0.1:{server.server_port}/slow.png")
     finally:
         server.shutdown()
 
