@@ -332,6 +332,10 @@ LEARNED_DEVICE = os.environ.get("LEARNED_DEVICE", "")
 # CLIPScore reference's 64 and 256); stored with each run.
 LEARNED_IMAGE_BATCH = int(os.environ.get("LEARNED_IMAGE_BATCH", "64"))
 LEARNED_TEXT_BATCH = int(os.environ.get("LEARNED_TEXT_BATCH", "256"))
+# BERTScore: the layer whose hidden states are matched ("" = 17, roberta-large's; required for another model)
+# and the pairs per matching chunk / sentences per encoder batch (the reference's 64); stored with each run.
+LEARNED_BERT_LAYERS = os.environ.get("LEARNED_BERT_LAYERS", "")
+LEARNED_BERT_BATCH = int(os.environ.get("LEARNED_BERT_BATCH", "64"))
 # Pictures of a dataset whose image source is a URL template or the COCO server are fetched for the learned
 # metrics only from these hosts (comma-separated host names; empty: none is fetched, a URL in a dataset is
 # a claim), at most LEARNED_IMAGE_MAX_BYTES each and LEARNED_IMAGE_TIMEOUT seconds per request.

@@ -106,7 +106,7 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
         elif base.OBJECTS in metric.needs and not has_labels:
             reason = f"needs object labels of the images and {dataset.name} has none"
         elif learned.is_learned(metric):
-            reason = learned.images_problem(dataset) or learned.weights_problem(key)
+            reason = (learned.wants_pictures(metric) and learned.images_problem(dataset)) or learned.weights_problem(key)
             if reason and reason.startswith(metric.name + " "):
                 reason = reason[len(metric.name) + 1:]
         elif base.WORD_VECTORS in metric.needs:

@@ -1,12 +1,14 @@
 """The learned metrics in the platform's pipeline (issue 32): CLIP-S, RefCLIP-S, PAC-S and RefPAC-S
-(:data:`captioneval.metrics.builtin.learned.PIPELINE`, the ``learned`` extra) computed on a dataset's
-own pictures, with each picture's features computed once per model and stored.
+computed on a dataset's own pictures, with each picture's features computed once per model and
+stored, and BERTScore on its captions and references (:data:`captioneval.metrics.builtin.learned.PIPELINE`,
+the ``learned`` extra).
 
 What this module gives :mod:`metrics.pipeline` (which asks it only about metrics it reports learned,
 :func:`is_learned`):
 
 * **weights** -- each metric's model spec is ``settings.LEARNED_MODELS[key]`` (or ``compute_metrics
-  --model KEY=SPEC``), else the metric's default (OpenAI's ``ViT-B/32``, PAC-S's ``clip_ViT-B-32.pth``),
+  --model KEY=SPEC``), else the metric's default (OpenAI's ``ViT-B/32``, PAC-S's ``clip_ViT-B-32.pth``,
+  BERTScore's ``roberta-large`` folder; BERTScore's layer ``LEARNED_BERT_LAYERS``, default 17 for roberta-large),
   found on local disk only (:func:`local_weights`: a path, or ``$CAPTIONEVAL_MODELS_DIR``, or
   ``~/.cache/clip``); the platform never downloads weights, and a missing file is one line saying
   which file to put where (:func:`weights_problem`);
@@ -97,8 +99,13 @@ def weights_problem(key: str, models: dict | None = None) -> str | None:
     from captioneval.kernels.learned.models import MODELS_DIR_ENV, OPENAI_MODELS
 
     name = OPENAI_MODELS[spec].rsplit("/", 1)[1] if spec in OPENAI_MODELS else spec
-    return (f"{registry.METRICS[key].name} needs its weights {name}, which are not on this server: put the file in "
+    return (f"{registry.METRICS[key].name} needs its weights {name}, which are not on this server: put them in "
             f"${MODELS_DIR_ENV} or name it in LEARNED_MODELS ({key}=/path/to/{Path(name).name})")
+
+
+def wants_pictures(metric) -> bool:
+    """True for the learned metrics that score a caption against its picture (the CLIP family)."""
+    return base.IMAGES in getattr(metric, "needs", ())
 
 
 def device() -> str:
@@ -116,16 +123,31 @@ def queue_for(metric) -> str | None:
     return queue if queue and getattr(metric, "accelerator", False) else None
 
 
+def bert_options() -> dict:
+    """BERTScore's settings: ``num_layers`` (``LEARNED_BERT_LAYERS``; None: roberta-large's 17) and
+    ``batch_size`` (``LEARNED_BERT_BATCH``, the reference's 64)."""
+    layers = getattr(settings, "LEARNED_BERT_LAYERS", None)
+    return {"num_layers": int(layers) if layers not in (None, "") else None,
+            "batch_size": int(getattr(settings, "LEARNED_BERT_BATCH", 64))}
+
+
 def run_params(key: str, models: dict | None = None) -> dict:
     """The parameters of a learned run beside the pipeline's own (see the module docstring): ``model``,
-    ``weights_sha256``, ``device``, ``dtype``, ``w``, ``prefix``, ``image_batch``, ``text_batch``,
-    ``exif_transpose``. Raises FileNotFoundError (:func:`weights_problem`'s line) without local weights."""
+    ``weights_sha256``, ``device``, ``dtype``, and for the CLIP family ``w``, ``prefix``, ``image_batch``,
+    ``text_batch``, ``exif_transpose``; for BERTScore ``num_layers``, ``batch_size``, ``idf`` (False),
+    ``rescale`` (False), ``output`` ("f1"). Raises FileNotFoundError (:func:`weights_problem`'s line)
+    without local weights, ValueError for a BERTScore model without ``LEARNED_BERT_LAYERS``."""
     from captioneval.kernels.learned.models import file_sha256
 
     spec = model_spec(key, models)
     path = local_weights(spec)
     if path is None:
         raise FileNotFoundError(weights_problem(key, models))
+    if not wants_pictures(registry.METRICS[key]):
+        metric = type(registry.METRICS[key])(model=spec, device=device(), **bert_options())
+        return {"model": spec, "weights_sha256": file_sha256(path), "device": metric.device_option,
+                "dtype": metric.dtype, "num_layers": metric.num_layers, "batch_size": metric.batch_size,
+                "idf": metric.idf, "rescale": metric.rescale, "output": metric.output}
     metric = type(registry.METRICS[key])(model=spec, device=device())
     return {"model": spec, "weights_sha256": file_sha256(path), "device": metric.device_option,
             "dtype": metric.dtype(), "w": metric.w, "prefix": metric.prefix,
@@ -153,6 +175,10 @@ def metric_for(run) -> base.Metric:
             raise FileNotFoundError(f"the weights of run {run.pk} ({p['model']}, sha256 {p['weights_sha256']}) are "
                                     f"not on this worker ({found}): put that file in $CAPTIONEVAL_MODELS_DIR")
         cls = type(registry.METRICS[run.metric])
+        if not wants_pictures(registry.METRICS[run.metric]):
+            _objects[ident] = cls(model=p["model"], num_layers=p["num_layers"], device=p["device"], dtype=p["dtype"],
+                                  batch_size=p["batch_size"], idf=p["idf"], rescale=p["rescale"], output=p["output"])
+            return _objects[ident]
         _objects[ident] = cls(model=p["model"], w=p["w"], prefix=p["prefix"], device=p["device"], dtype=p["dtype"],
                               image_batch=p["image_batch"], text_batch=p["text_batch"],
                               exif_transpose=p["exif_transpose"], cache=DatabaseFeatureCache())
@@ -162,8 +188,14 @@ def metric_for(run) -> base.Metric:
 def signature_string(run) -> str:
     """The sacrebleu-style signature of learned run ``run`` (as the metric's ``signature_string``: name,
     version, level, model, weights sha256, device, dtype, prefix, w, preprocessing, tokenizer, batches),
-    from its stored parameters, without loading the model."""
+    from its stored parameters, without loading the model (BERTScore: its stored parameters in that
+    form, without the tokenizer's and transformers' versions that its loaded signature adds)."""
     p = run.params
+    if not wants_pictures(registry.METRICS[run.metric]):
+        name = registry.METRICS[run.metric].name
+        rest = [f"{k}:{p[k]}" for k in ("model", "weights_sha256", "num_layers", "idf", "rescale", "batch_size",
+                                        "device", "dtype", "output")]
+        return "|".join([name, f"v:{run.version}", "level:caption", *rest])
     metric = type(registry.METRICS[run.metric])(model=p["model"], w=p["w"], prefix=p["prefix"], device=p["device"],
                                                 dtype=p["dtype"], image_batch=p["image_batch"],
                                                 text_batch=p["text_batch"], exif_transpose=p["exif_transpose"])

@@ -164,7 +164,7 @@ def run_params(
     if learned.is_learned(spec):
         try:
             params.update(learned.run_params(metric, models))
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, ValueError) as exc:
             raise PipelineError(str(exc)) from None
     return params
 
@@ -276,11 +276,15 @@ def plan_runs(
 
 
 def check_learned(dataset: Dataset, metric: base.Metric, models: dict | None = None) -> None:
-    """Refuse (PipelineError) a learned metric on ``dataset`` without usable pictures (no image source,
-    a host not allowed, files missing from a local folder: each named, at most 20) or weights on disk."""
-    problem = learned.images_problem(dataset) or learned.weights_problem(metric.key, models)
+    """Refuse (PipelineError) a learned metric on ``dataset`` without weights on disk or, for the CLIP
+    family, usable pictures (no image source, a host not allowed, files missing from a local folder:
+    each named, at most 20)."""
+    pictures = learned.wants_pictures(metric)
+    problem = (pictures and learned.images_problem(dataset)) or learned.weights_problem(metric.key, models)
     if problem:
         raise PipelineError(problem if problem.startswith(metric.name) else f"{metric.name} {problem}")
+    if not pictures:
+        return
     keys = list(dataset.images.filter(captions__in=dataset.candidates()).distinct().values_list("key", flat=True))
     missing, examples = learned.missing_pictures(dataset, keys, limit=20)
     if missing:

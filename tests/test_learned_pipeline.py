@@ -188,7 +188,7 @@ def test_the_compute_form_offers_them_with_names_and_reasons(dataset, tiny, sett
     assert "clip_s" in {m["key"] for m in offered}
     reasons = {m["key"]: m["reason"] for m in refused}
     assert reasons["ref_clip_s"].startswith("needs its weights ViT-B-32.pt, which are not on this server")
-    assert "BERTScore is computed by the library" in reasons["bert_score"]
+    assert reasons["bert_score"].startswith("needs its weights roberta-large, which are not on this server")
     # the dataset page, as staff: the form offers CLIP-S by its name, the others with their reasons
     from django.contrib.auth.models import User
     from django.test import Client
@@ -199,7 +199,7 @@ def test_the_compute_form_offers_them_with_names_and_reasons(dataset, tiny, sett
     html = client.get(reverse("analysis:dataset", args=["pictures"])).content.decode()
     assert 'value="clip_s"' in html and 'value="ref_clip_s"' not in html
     assert '<li data-metric="ref_clip_s">RefCLIP-S: needs its weights ViT-B-32.pt' in html
-    assert 'data-unavailable="bert_score">BERTScore is computed by the library' in html
+    assert '<li data-metric="bert_score">BERTScore: needs its weights roberta-large' in html
     assert "BERT_SCORE" not in html and "CLIP_S" not in html
     dataset.image_source, dataset.image_location = "", ""
     dataset.save()
@@ -301,3 +301,32 @@ def test_uploaded_pictures_are_read_like_a_folder(dataset, tiny, settings, tmp_p
     assert learned.missing_pictures(dataset, list(ids)) == (0, [])
     run = pipeline.plan_runs("pictures", ["clip_s"], models={"clip_s": str(tiny["weights"]["openai"])})[0]
     assert run.total == 12
+
+
+@pytest.mark.django_db
+def test_bert_score_on_the_captions_and_references(dataset, tiny, tmp_path, settings):
+    """BERTScore on the tiny seeded RoBERTa (a Hugging Face folder, layer 2): no picture needed; the
+    stored F1 is the library's (which equals bert_score.score, tests/test_learned_bertscore.py)."""
+    from captioneval.metrics.base import Batch
+    from captioneval.metrics.learned.bert_score import BertScore
+
+    folder = lm.write_tiny_roberta(tmp_path / "models" / "tiny-roberta")
+    settings.LEARNED_MODELS = {"bert_score": str(folder)}
+    with pytest.raises(CommandError, match="num_layers is required"):  # a model other than roberta-large
+        run_command("compute_metrics", "--dataset", "pictures", "--metric", "bert_score")
+    settings.LEARNED_BERT_LAYERS = "2"
+    dataset.image_source, dataset.image_location = "", ""  # BERTScore needs no picture
+    dataset.save()
+    assert "bert_score" in {m["key"] for m in jobs.metric_choices(dataset)[0]}
+    out = run_command("compute_metrics", "--dataset", "pictures", "--metric", "bert_score", "--wait")
+    assert "bert_score: done, 12/12 scores" in out
+    run = MetricRun.objects.get(metric="bert_score")
+    assert run.params["num_layers"] == 2 and run.params["batch_size"] == 64 and run.params["idf"] is False
+    assert learned.signature_string(run).startswith(f"BERTScore|v:{run.version}|level:caption|model:{folder}|")
+    texts = [c for caps in CAPTIONS.values() for c in caps]
+    refs = lm.flickr8k_captions(30)
+    expected = BertScore(model=str(folder), num_layers=2, device="cpu").score(
+        Batch(texts=texts, reference_texts=[refs[5 * (i % 6):5 * (i % 6) + 5] for i in range(12)])).values
+    got = stored(run)
+    assert max(abs(got[t] - e) for t, e in zip(texts, expected)) <= 1e-6
+    assert ImageFeature.objects.count() == 0

@@ -3,12 +3,10 @@
 * without the ``learned`` extra (torch, transformers: ``pip install 'captioneval[learned]'``) all five
   are listed as unavailable, the reason naming the missing packages and the extra; nothing here imports
   them (a spec lookup only), so the rest of the platform works without them;
-* with it, the CLIP family (:data:`PIPELINE`) is in :data:`METRICS`: the objects here carry the
-  defaults (OpenAI's ViT-B/32, the PAC-S file name); the platform builds each run's own object from the
-  run's stored parameters (``metrics.learned``: model from ``LEARNED_MODELS``, device, batch sizes), the
-  library from ``options`` (``captioneval.evaluate``). BERTScore is computed by the library only (the
-  pipeline does not give it its weights settings yet): it stays unavailable to the platform, the reason
-  saying so.
+* with it, all five (:data:`PIPELINE`) are in :data:`METRICS`: the objects here carry the defaults
+  (OpenAI's ViT-B/32, the PAC-S file name, roberta-large layer 17); the platform builds each run's own
+  object from the run's stored parameters (``metrics.learned``: model from ``LEARNED_MODELS``, device,
+  batch sizes), the library from ``options`` (``captioneval.evaluate``).
 
 Django-free.
 """
@@ -26,8 +24,9 @@ LEARNED = {
     "ref_pac_s": ("RefPAC-S", "captioneval.metrics.learned.ref_pac_s.RefPacS"),
     "bert_score": ("BERTScore", "captioneval.metrics.learned.bert_score.BertScore"),
 }
-#: the learned metrics the platform's pipeline computes (their images come from the dataset's image source)
-PIPELINE = ("clip_s", "ref_clip_s", "pac_s", "ref_pac_s")
+#: the learned metrics the platform's pipeline computes (the CLIP family's images come from the dataset's
+#: image source; BERTScore reads the captions and references only)
+PIPELINE = ("clip_s", "ref_clip_s", "pac_s", "ref_pac_s", "bert_score")
 #: the packages of the ``learned`` extra the metrics cannot run without
 REQUIRED = ("torch", "transformers")
 EXTRA = "captioneval[learned]"
@@ -57,9 +56,9 @@ def reasons(missing: list[str] | None = None) -> dict[str, str]:
             out[key] = (f"{name} needs the learned extra, and {' and '.join(missing)} "
                         f"{'is' if len(missing) == 1 else 'are'} not installed: pip install '{EXTRA}' "
                         "(with the CPU build of torch; see docs/metrics.md) and the model weights")
-        elif key not in PIPELINE:
+        elif key not in PIPELINE:  # none today: a learned metric the library computes and the pipeline not yet
             out[key] = (f"{name} is computed by the library ({cls}; captioneval evaluate --metric {key}) but not yet "
-                        "by the platform's pipeline, which computes the CLIP family (CLIP-S, RefCLIP-S, PAC-S, RefPAC-S)")
+                        "by the platform's pipeline")
     return out
 
 

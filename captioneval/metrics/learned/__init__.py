@@ -12,6 +12,6 @@ transformers, ftfy, regex, Pillow) and the model weights (see
 
 From the library: ``captioneval.evaluate(..., images=DIR, options={"clip_s": {"model": PATH}})`` and
 ``captioneval evaluate --images DIR --model clip_s=PATH``. The platform's pipeline computes the CLIP
-family on a dataset's own pictures (``metrics/learned.py``); the registry lists the metrics, or the
+family on a dataset's own pictures and BERTScore on its captions (``metrics/learned.py``); the registry lists the metrics, or the
 reason they are unavailable (:mod:`captioneval.metrics.builtin.learned`). Django-free.
 """
