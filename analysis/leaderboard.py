@@ -56,7 +56,7 @@ import numpy as np
 from captioneval.stats import systems as system_stats
 from crowd import privacy
 from crowd.models import Caption, Dataset, HumanJudgment
-from metrics import pipeline, uploads
+from metrics import learned, pipeline, uploads
 from metrics.models import MetricRun, MetricScore, SetScore, SystemScore
 from captioneval.kernels import corpus as corpus_module
 from captioneval.metrics.registry import METRICS
@@ -432,7 +432,8 @@ def leaderboard(dataset, metrics=None, criteria=None, baseline=None, n_resamples
         higher = uploads.metric_direction(key, run)
         sign = uploads.metric_sign(key, run)
         settings_metrics[key] = {"run": run.pk, "version": run.version, "params": run.params,
-                                 "signature": spec.signature_string() if spec is not None else None}
+                                 "signature": (learned.signature_string(run) if learned.is_learned(key) else
+                                               spec.signature_string() if spec is not None else None)}
         scores: dict[str, float | None] = {}
         if level == "system":
             values = dict(SystemScore.objects.filter(run=run).values_list("system_id", "value"))

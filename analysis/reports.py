@@ -16,7 +16,7 @@ import numpy as np
 
 from captioneval.stats import STATISTICS, AgreementReport, finite_or_none, metric_agreement, per_group_rank_agreement
 from crowd.models import Caption, Dataset, HumanJudgment
-from metrics import pipeline, uploads
+from metrics import learned, pipeline, uploads
 from metrics.models import MetricRun, MetricScore, SystemScore
 from captioneval.metrics.registry import LEXICAL_MEASURES, METRICS
 
@@ -32,7 +32,12 @@ class ReportError(ValueError):
 def current_run(dataset: Dataset, metric: str, document_frequency=None, m: int | None = None) -> MetricRun | None:
     """The run of ``metric`` on ``dataset`` at the current version and parameters, if any
     (``document_frequency``: a :class:`metrics.pipeline.SuppliedDocumentFrequency` for CIDEr-D;
-    ``m``: captions per set of set-level runs, None = all; VIFIDEL: the configured vectors)."""
+    ``m``: captions per set of set-level runs, None = all; VIFIDEL: the configured vectors). A learned
+    metric (CLIP-S...: its parameters name a model, :mod:`metrics.learned`) has no single current
+    configuration: its newest done run, whatever its model (shown with its parameters), else its newest run."""
+    if learned.is_learned(metric):
+        runs = MetricRun.objects.filter(dataset=dataset, metric=metric, version=METRICS[metric].version)
+        return runs.filter(status=MetricRun.DONE).order_by("-created_at").first() or runs.order_by("-created_at").first()
     params = pipeline.run_params(dataset, metric, document_frequency, m=m)
     return MetricRun.objects.filter(
         dataset=dataset, metric=metric, version=METRICS[metric].version, params_key=pipeline.run_identity(params)

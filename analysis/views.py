@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET
 
 from crowd.models import Dataset
 from captioneval.utils import csvsafe
+from metrics.jobs import display_name
 from metrics.models import MetricRun, SystemScore
 from captioneval.metrics.registry import LEXICAL_MEASURES, UNAVAILABLE
 
@@ -165,6 +166,17 @@ def read_correlations(dataset, weighting=None):
     return read_report(Report.CORRELATIONS, key, params, dataset=dataset)
 
 
+def unavailable_lines() -> list[dict]:
+    """The metrics this installation cannot run, for the dataset page: ``{"key", "text"}`` with the
+    field's name (CLIP-S, BERTScore, SPICE: :func:`metrics.jobs.display_name`, not the key upper-cased)
+    and the reason, said once when the reason already starts with the name."""
+    out = []
+    for key, reason in UNAVAILABLE.items():
+        name = display_name(key)
+        out.append({"key": key, "text": reason if reason.startswith(name) else f"{name}: {reason}"})
+    return out
+
+
 @require_GET
 def dataset_detail(request, name):
     dataset = get_object_or_404(Dataset, name=name)
@@ -181,7 +193,7 @@ def dataset_detail(request, name):
         "analysis/dataset.html",
         {
             "dataset": dataset, "runs": [_run_dict(r) for r in runs], "report": report, "computing": computing,
-            "problem": problem, "unavailable": UNAVAILABLE, "weighting": weighting,
+            "problem": problem, "unavailable": unavailable_lines(), "weighting": weighting,
             "weightings": weightings, "weighting_reason": weighting_reason, "weighting_problem": weighting_problem,
             "busy": any(r.status in (MetricRun.PENDING, MetricRun.RUNNING) for r in runs),
             "statistics": headline_first(STAT_COLUMNS, protocol(dataset)["headline"]),

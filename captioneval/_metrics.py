@@ -117,10 +117,35 @@ def _builtin(key: str):
     return None
 
 
-def get(key: str):
-    """The metric object of ``key``. Raises :class:`MetricError` for a metric of the field this
+def learned(key: str, options: dict | None = None):
+    """A new object of the learned metric ``key`` (CLIP-S, RefCLIP-S, PAC-S, RefPAC-S, BERTScore;
+    :mod:`captioneval.metrics.learned`) built with ``options`` (its constructor's parameters: ``model``,
+    ``w``, ``prefix``, ``device``...), or None when ``key`` is not a learned metric. The object is new
+    per call, since its parameters are part of its identity. Raises :class:`MetricError` with the
+    registry's reason when the ``learned`` extra is missing, or for an option the metric does not take."""
+    from captioneval.metrics.builtin import learned as known
+
+    if key not in known.LEARNED:
+        return None
+    missing = known.missing_packages()
+    if missing:
+        raise MetricError(known.reasons(missing)[key])
+    module, _, name = known.LEARNED[key][1].rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    try:
+        return cls(**dict(options or {}))
+    except TypeError as exc:
+        raise MetricError(f"{known.LEARNED[key][0]}: {exc}") from None
+
+
+def get(key: str, options: dict | None = None):
+    """The metric object of ``key`` (a learned metric: a new object built with ``options``,
+    :func:`learned`). Raises :class:`MetricError` for a metric of the field this
     installation cannot run (SPICE, a broken plugin, a module whose package is missing, with the extra
     that installs it) or an unknown key (listing the known ones)."""
+    metric = learned(key, options)  # first: a learned metric's object is built with its options
+    if metric is not None:
+        return metric
     metric = _builtin(key)
     if metric is not None:
         return metric
@@ -136,14 +161,16 @@ def get(key: str):
     raise MetricError(f"unknown metric {key!r}; known metrics: {', '.join(cat.metrics)}")
 
 
-def resolve(keys, levels: tuple[str, ...], use: str, skip_unavailable: bool):
+def resolve(keys, levels: tuple[str, ...], use: str, skip_unavailable: bool, options: dict | None = None):
     """``(metrics, skipped)`` for the metric keys or group names ``keys``: the metric objects of the
     given ``levels`` in the order asked, and ``{key: reason}`` of those that cannot run now when
     ``skip_unavailable`` (else that raises). ``use`` names the right function for a metric of another
-    level in the error. Raises :class:`MetricError`."""
+    level in the error; ``options`` key -> constructor parameters of a learned metric (:func:`learned`).
+    Raises :class:`MetricError`."""
     chosen, skipped = [], {}
+    options = dict(options or {})
     for key in expand(keys):
-        metric = get(key)
+        metric = get(key, options.get(key))
         if metric.level not in levels:
             raise MetricError(f"{key!r} is a {metric.level}-level metric; use {use}")
         reason = why_not_now(metric)

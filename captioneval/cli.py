@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("CAPTIONEVAL_DEBUG"):
             raise
         name = type(exc).__name__
-        if name in ("JavaMissingError", "MeteorError"):
+        if name in ("JavaMissingError", "MeteorError", "WeightsMissing"):  # one line saying what to install or put where
             return report(str(exc))
         print(f"captioneval: failed: {name}: {' '.join(str(exc).split())} (set CAPTIONEVAL_DEBUG=1 for the traceback)",
               file=sys.stderr)

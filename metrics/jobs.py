@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from crowd.models import Dataset, ObjectLabel, System
 
-from . import pipeline
+from . import learned, pipeline
 from .models import MetricRun, UploadJob
 from captioneval.metrics import base, registry
 
@@ -105,6 +105,10 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
             reason = pipeline.LEVELS[metric.level].lacking.format(dataset=dataset.name)
         elif base.OBJECTS in metric.needs and not has_labels:
             reason = f"needs object labels of the images and {dataset.name} has none"
+        elif learned.is_learned(metric):
+            reason = (learned.wants_pictures(metric) and learned.images_problem(dataset)) or learned.weights_problem(key)
+            if reason and reason.startswith(metric.name + " "):
+                reason = reason[len(metric.name) + 1:]
         elif base.WORD_VECTORS in metric.needs:
             if vectors_problem is None:
                 try:
@@ -119,8 +123,16 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
             offered.append({"key": key, "name": metric.name, "level": metric.level,
                             "description": metric.description, "status": newest.get(key)})
     for key, why in registry.UNAVAILABLE.items():
-        refused.append({"key": key, "name": key.upper(), "reason": why})
+        refused.append({"key": key, "name": display_name(key), "reason": why})
     return offered, refused
+
+
+def display_name(key: str) -> str:
+    """The field's name of a metric this installation cannot run: the learned metrics' own (CLIP-S,
+    RefCLIP-S, PAC-S, RefPAC-S, BERTScore), else the key upper-cased (SPICE, a broken plugin's name)."""
+    from captioneval.metrics.builtin.learned import LEARNED
+
+    return LEARNED[key][0] if key in LEARNED else key.upper()
 
 
 class JobError(ValueError):

@@ -250,3 +250,26 @@ class UploadJob(models.Model):
     def elapsed(self) -> float:
         """Seconds since the job was queued, up to its end (or now while it is not finished)."""
         return ((self.finished_at or timezone.now()) - self.created_at).total_seconds()
+
+
+class ImageFeature(models.Model):
+    """The image features of one picture under one learned model, computed once and kept, so that a
+    new system's captions (or another run with the same model) cost only text encoding
+    (:class:`metrics.learned.DatabaseFeatureCache`, the platform's
+    :class:`captioneval.kernels.learned.clip_score.FeatureCache`).
+
+    ``key`` is :func:`captioneval.kernels.learned.clip_score.feature_key`: the sha256 of the model
+    signature (model, weights sha256, device, dtype, preprocessing;
+    :meth:`captioneval.metrics.learned._clip.ClipFamily.model_signature`) and the sha256 of the
+    picture file's bytes; ``vector`` the features' raw bytes (``dim`` values of ``dtype``, the
+    machine's byte order; not normalised). Not tied to a dataset: the same picture in two datasets is
+    encoded once."""
+
+    key = models.CharField(max_length=64, unique=True)
+    dtype = models.CharField(max_length=10, help_text='"float32" or "float16"')
+    dim = models.PositiveIntegerField()
+    vector = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"image features {self.key[:12]} ({self.dim} x {self.dtype})"

@@ -55,12 +55,13 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from crowd.models import Caption, Dataset, ObjectLabel, System
+from crowd.models import Caption, Dataset, Image, ObjectLabel, System
 
 from .models import CaptionTokens, DocumentFrequencyTable, MetricRun, MetricScore, SetScore, SystemScore, params_key
 from captioneval.metrics import base, registry
 from captioneval.text.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, ptb_tokenize
 from .signals import run_progress
+from . import learned
 
 TOKENIZER = f"{TOKENIZER_NAME}/{TOKENIZER_VERSION}"
 log = logging.getLogger("metrics.pipeline")
@@ -68,6 +69,11 @@ log = logging.getLogger("metrics.pipeline")
 
 class PipelineError(ValueError):
     """A request that cannot be run (unknown dataset or metric, empty dataset...)."""
+
+
+#: failures that retrying a chunk cannot mend: the run is marked failed at once (metrics.tasks) -- pictures
+#: that are missing or unreadable (named one by one), weights that are not on the worker
+PERMANENT_ERRORS = (learned.PictureErrors, FileNotFoundError)
 
 
 def get_dataset(name: str) -> Dataset:
@@ -125,7 +131,7 @@ def read_document_frequency(path: str) -> SuppliedDocumentFrequency:
 
 def run_params(
     dataset: Dataset, metric: str, document_frequency: SuppliedDocumentFrequency | None = None,
-    m: int | None = None, vectors: str | None = None,
+    m: int | None = None, vectors: str | None = None, models: dict | None = None,
 ) -> dict:
     """Parameters that determine a run's numbers; stored with it and part of its identity (the
     metric's version is stored beside them). Decided by what the metric needs, never by its name:
@@ -136,7 +142,10 @@ def run_params(
       ``{"table": sha256, "name": file name}`` for a supplied table;
     * set-level metrics: ``m``, the number of captions used per set (None = all; the official
       Self-CIDEr driver used 5);
-    * a metric needing word vectors (VIFIDEL): ``vectors``, their identity (:func:`vectors_identity`).
+    * a metric needing word vectors (VIFIDEL): ``vectors``, their identity (:func:`vectors_identity`);
+    * a learned metric (CLIP-S, RefCLIP-S, PAC-S, RefPAC-S): its model spec and weights sha256, device,
+      dtype, w, prefix and batch sizes (:func:`metrics.learned.run_params`; ``models`` key -> weights
+      spec, default ``settings.LEARNED_MODELS``). PipelineError when its weights are not on disk.
 
     A metric needing the whole corpus at once (a plugin's ``needs_corpus``) computes its own corpus
     statistics: nothing more is stored. These keys and values are exactly those of earlier releases,
@@ -152,6 +161,11 @@ def run_params(
         params["m"] = m
     if base.WORD_VECTORS in spec.needs:
         params["vectors"] = vectors_identity(vectors)
+    if learned.is_learned(spec):
+        try:
+            params.update(learned.run_params(metric, models))
+        except (FileNotFoundError, ValueError) as exc:
+            raise PipelineError(str(exc)) from None
     return params
 
 
@@ -190,7 +204,7 @@ def run_identity(params: dict) -> str:
 
 def plan_runs(
     dataset_name: str, metrics: Sequence[str] | None, force: bool = False, cider_df: str | None = None,
-    m: int | None = None, vectors: str | None = None,
+    m: int | None = None, vectors: str | None = None, models: dict | None = None,
 ) -> list[MetricRun]:
     """Validate and get or create one run per metric; nothing is written if validation fails.
 
@@ -198,10 +212,13 @@ def plan_runs(
     path of a document-frequency JSON file for CIDEr-D, Self-CIDEr and set accuracy (default: the
     dataset's own references). ``m``: captions per set for set-level metrics (None = all).
     ``vectors``: word-vector file for VIFIDEL (None = settings.VIFIDEL_VECTORS or the bundled GloVe).
+    ``models``: learned metric key -> weights spec (default ``settings.LEARNED_MODELS``, then the
+    metric's default; on local disk only).
 
     Raises PipelineError for an unknown dataset, an unknown or unavailable metric, a bad
     document-frequency file or ``m``, or a dataset lacking what a metric needs (references,
-    candidates, object labels).
+    candidates, object labels; for a learned metric its pictures -- every missing file of a local
+    folder is named -- and its weights).
     """
     dataset = get_dataset(dataset_name)
     keys = validate_metrics(metrics)
@@ -214,11 +231,14 @@ def plan_runs(
         spec = level.metric
         if spec.needs_references(document_frequency_supplied=supplied is not None) and not has_refs:
             # only the default document-frequency table needs them: a supplied table will do
-            hint = " (or supply a document-frequency table with --cider-df)" if base.REFERENCES not in spec.needs else ""
+            reads = spec.needs & {base.REFERENCES, base.REFERENCE_TEXTS}
+            hint = " (or supply a document-frequency table with --cider-df)" if not reads else ""
             raise PipelineError(f"{spec.name} needs reference captions and dataset {dataset.name!r} has none{hint}")
         totals[key] = len(level.units())
         if totals[key] == 0:
             raise PipelineError(f"dataset {dataset.name!r} has no {level.units_name()} to score with {spec.name}")
+        if learned.is_learned(spec):
+            check_learned(dataset, spec, models)
     if any(base.WORD_VECTORS in level.metric.needs for level in levels.values()):
         vectors_identity(vectors)  # a bad vector file fails here, before anything is written
     runs = []
@@ -230,7 +250,7 @@ def plan_runs(
             )
         for key in keys:
             metric = levels[key].metric
-            params = run_params(dataset, key, supplied, m=m, vectors=vectors)
+            params = run_params(dataset, key, supplied, m=m, vectors=vectors, models=models)
             if base.WORD_VECTORS in metric.needs and vectors:
                 params["vectors_path"] = str(vectors)
             total = totals[key]
@@ -253,6 +273,23 @@ def plan_runs(
                 run.save(update_fields=fields)
             runs.append(run)
     return [r.refresh_progress() if r.status != MetricRun.DONE else r for r in runs]
+
+
+def check_learned(dataset: Dataset, metric: base.Metric, models: dict | None = None) -> None:
+    """Refuse (PipelineError) a learned metric on ``dataset`` without weights on disk or, for the CLIP
+    family, usable pictures (no image source, a host not allowed, files missing from a local folder:
+    each named, at most 20)."""
+    pictures = learned.wants_pictures(metric)
+    problem = (pictures and learned.images_problem(dataset)) or learned.weights_problem(metric.key, models)
+    if problem:
+        raise PipelineError(problem if problem.startswith(metric.name) else f"{metric.name} {problem}")
+    if not pictures:
+        return
+    keys = list(dataset.images.filter(captions__in=dataset.candidates()).distinct().values_list("key", flat=True))
+    missing, examples = learned.missing_pictures(dataset, keys, limit=20)
+    if missing:
+        raise PipelineError(f"{metric.name} needs every picture, and {missing} of the {len(keys)} pictures of "
+                            f"{dataset.name!r} are not in its image folder: " + ", ".join(repr(k) for k in examples))
 
 
 def tokenize_dataset(dataset: Dataset, batch_size: int = 20000) -> int:
@@ -814,6 +851,16 @@ class CaptionLevel(Level):
         if base.TEXTS in needs:
             texts = dict(Caption.objects.filter(id__in=units).values_list("id", "text"))
             batch.texts = [texts[c] for c in units]
+        if base.REFERENCE_TEXTS in needs:
+            raw: dict[int, list[str]] = defaultdict(list)
+            for image_id, text in (Caption.objects.filter(system_id=self.dataset.reference_system_id,
+                                                          image_id__in={image_of[c] for c in units})
+                                   .order_by("image_id", "key").values_list("image_id", "text")):
+                raw[image_id].append(text)
+            batch.reference_texts = [raw[image_of[c]] for c in units]
+        if base.IMAGES in needs:
+            pictures = learned.image_inputs(self.dataset, {image_of[c] for c in units}, self.metric.name)
+            batch.images = [pictures[image_of[c]] for c in units]
         if base.OBJECTS in needs:
             objects: dict[int, dict[str, int]] = defaultdict(dict)
             for image_id, label, count in ObjectLabel.objects.filter(
@@ -831,7 +878,23 @@ class CaptionLevel(Level):
         run (:meth:`whole_corpus_scores`); the others over ``units``."""
         if base.WHOLE_CORPUS in self.metric.needs:
             return self.whole_corpus_scores(units), None
-        result = self.metric.score(self.gather(units))
+        batch = self.gather(units)
+        if base.IMAGES not in self.metric.needs:
+            result = self.metric.score(batch)
+            return result.values, result.raw
+        from captioneval.kernels.learned.clip_image import ImageErrors
+
+        try:
+            result = self.metric.score(batch)
+        except ImageErrors as exc:  # named by image key, each picture once
+            image_of = dataset_tokens(self.dataset, units).image_of
+            keys = dict(Image.objects.filter(pk__in={image_of[units[e.index]] for e in exc.errors})
+                        .values_list("id", "key"))
+            problems = {}
+            for e in exc.errors:
+                key = keys[image_of[units[e.index]]]
+                problems.setdefault(key, (key, str(e.source), e.reason))
+            raise learned.PictureErrors(self.metric.name, list(problems.values())) from None
         return result.values, result.raw
 
     def whole_corpus_scores(self, units: Sequence[int]) -> list[float]:
@@ -987,6 +1050,8 @@ LEVELS: dict[str, type[Level]] = {cls.name: cls for cls in (CaptionLevel, SetLev
 def level_for(dataset: Dataset, metric: str, run: MetricRun | None = None) -> Level:
     """The :class:`Level` of ``metric`` (a registry key) on ``dataset``, for ``run`` (None while planning)."""
     spec = registry.METRICS[metric]
+    if run is not None and learned.is_learned(spec):
+        spec = learned.metric_for(run)  # the run's own model, device and batch sizes, its features stored
     return LEVELS[spec.level](dataset, spec, run)
 
 

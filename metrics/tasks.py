@@ -11,6 +11,12 @@ units. Tasks are acknowledged late, so a chunk whose worker dies is delivered ag
 that happens only after the broker's visibility timeout, so ``resume_runs`` (queued by every
 worker when it connects to the broker, and by Celery beat) re-dispatches unfinished runs sooner.
 
+A run of a metric that wants an accelerator (:attr:`captioneval.metrics.base.Metric.accelerator`: the
+learned metrics) goes, ``start_run`` and its chunks, to the queue ``CELERY_GPU_QUEUE`` names when it
+names one (:func:`metrics.learned.queue_for`), else to the default queue like every run. A chunk that
+fails for a reason a retry cannot mend (pictures or weights that are missing or unreadable:
+:data:`metrics.pipeline.PERMANENT_ERRORS`) fails its run at once, naming each picture.
+
 Dispatch lives here too: :func:`start` queues one run, :func:`start_runs` several (what
 ``compute_metrics`` calls), :func:`resume_unfinished_runs` every unfinished one. The dependency
 points one way: this module imports :mod:`metrics.pipeline`, never the reverse.
@@ -27,7 +33,7 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 from crowd.models import Dataset
 
 from .models import MetricRun, UploadJob
-from . import pipeline
+from . import learned, pipeline
 from captioneval.metrics import base, registry
 from captioneval.kernels import meteor
 
@@ -37,6 +43,9 @@ MAX_RETRIES = 3
 
 
 def _retry_or_fail(task, run_id: int, exc: Exception):
+    if isinstance(exc, pipeline.PERMANENT_ERRORS):  # missing pictures or weights: a retry finds them missing again
+        pipeline.mark_failed(run_id, f"{type(exc).__name__}: {exc}")
+        raise exc
     if task.request.retries >= task.max_retries:
         pipeline.mark_failed(run_id, f"{type(exc).__name__}: {exc}")
         raise exc
@@ -51,7 +60,8 @@ def start_run(self, run_id: int) -> int:
         level = pipeline.level_of(run)
         pipeline.tokenize_dataset(run.dataset)
         missing = level.missing()
-        if missing and not current_app.conf.task_always_eager and level.reads_token_cache:
+        if missing and not current_app.conf.task_always_eager and level.reads_token_cache \
+                and not learned.queue_for(level.metric):
             # the other worker processes read the dataset's tokens while this one builds the table
             for _ in range(pipeline.metric_workers() - 1):
                 warm_dataset.delay(run.dataset_id)
@@ -61,8 +71,12 @@ def start_run(self, run_id: int) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure is retried, then recorded on the run
         _retry_or_fail(self, run_id, exc)
     parts = list(pipeline.chunks(missing, size))
+    queue = learned.queue_for(level.metric)
     for part in parts:
-        score_chunk.delay(run_id, part)
+        if queue:  # a metric that wants an accelerator, on the GPU workers' queue
+            score_chunk.apply_async((run_id, part), queue=queue)
+        else:
+            score_chunk.delay(run_id, part)
     if not parts:
         pipeline.report_progress(run.refresh_progress())
     return len(parts)
@@ -123,8 +137,12 @@ def start(run: MetricRun) -> bool:
     ):
         return True  # done (perhaps since ``run`` was read)
     stamped = MetricRun.objects.filter(pk=run.pk, started_at__isnull=True).update(started_at=timezone.now())
+    queue = learned.queue_for(registry.METRICS.get(run.metric))
     try:
-        start_run.delay(run.pk)
+        if queue:  # the run of a metric that wants an accelerator: on the GPU workers' queue (CELERY_GPU_QUEUE)
+            start_run.apply_async((run.pk,), queue=queue)
+        else:
+            start_run.delay(run.pk)
     except BrokerUnavailable as exc:
         log.warning("broker unreachable, metric run %s left pending: %s", run.pk, exc)
         undo = {"status": MetricRun.PENDING} | ({"started_at": None} if stamped else {})

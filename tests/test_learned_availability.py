@@ -1,6 +1,6 @@
 """The learned metrics are listed as unavailable with the reason (captioneval.metrics.builtin.learned):
 without torch and transformers the reason names the ``learned`` extra, and the rest of the library
-works; with them, the reason says the platform's pipeline does not run them yet."""
+works; with them, all five are in the registry (the platform's pipeline computes them)."""
 from __future__ import annotations
 
 import json
@@ -73,15 +73,16 @@ def test_without_torch_the_learned_metrics_are_listed_unavailable_and_nothing_el
     assert result["scoring"].startswith("ImportError") and "torch" in result["scoring"]
 
 
-def test_with_torch_the_reason_points_at_the_library():
+def test_with_torch_the_learned_metrics_are_in_the_registry():
     from captioneval.metrics import registry
     from captioneval.metrics.builtin import learned
 
     assert learned.missing_packages() == []
-    for key in LEARNED_KEYS:
-        assert key not in registry.METRICS
-        assert "is computed by the library (captioneval.metrics.learned." in registry.UNAVAILABLE[key]
-        assert "not yet by the platform's pipeline" in registry.UNAVAILABLE[key]
+    assert set(learned.PIPELINE) == set(LEARNED_KEYS)
+    for key in learned.PIPELINE:  # computed by the platform's pipeline (tests/test_learned_pipeline.py)
+        assert key in registry.METRICS and key not in registry.UNAVAILABLE
+        assert registry.METRICS[key].accelerator and "learned" in registry.METRICS[key].groups
+    assert registry.GROUPS["learned"] == learned.PIPELINE and learned.reasons() == {}
     # the library class each reason names exists and has that key
     import importlib
 

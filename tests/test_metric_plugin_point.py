@@ -22,6 +22,7 @@ from metrics import pipeline
 from metrics.models import MetricRun, MetricScore
 from captioneval.metrics import base, builtin, plugins, registry
 from captioneval.text.tokenizer import ptb_tokenize
+from captioneval.metrics.builtin import learned as learned_module
 from captioneval.metrics.builtin.learned import LEARNED
 
 from . import toy_metric
@@ -207,9 +208,14 @@ def test_registry_order_groups_and_stored_run_identities_are_unchanged(settings,
     # tokenizer, so new runs are new; runs of the Java tokenizer (CAPTIONEVAL_TOKENIZER=java) keep theirs.
     assert pipeline.TOKENIZER == "ptb/captioneval-ptb/1"
     monkeypatch.setattr(pipeline, "TOKENIZER", "ptb/pycocoevalcap-1.2/stanford-corenlp-3.4.1")
-    assert list(registry.BUILTIN_METRICS) == LEGACY_ORDER
-    assert registry.GROUPS == LEGACY_GROUPS and registry.DEFAULT_METRICS == LEGACY_GROUPS["coco"]
-    assert set(registry.UNAVAILABLE) == {"spice", *LEARNED}  # SPICE and the learned metrics (builtin/learned.py)
+    # the learned metrics the pipeline computes come last when the learned extra is installed (builtin/learned.py)
+    computed = [m.key for m in learned_module.METRICS]
+    assert computed == ([] if learned_module.missing_packages() else list(learned_module.PIPELINE))
+    assert list(registry.BUILTIN_METRICS) == LEGACY_ORDER + computed
+    assert registry.GROUPS == {**LEGACY_GROUPS, **({"learned": tuple(computed)} if computed else {})}
+    assert registry.DEFAULT_METRICS == LEGACY_GROUPS["coco"]
+    # SPICE and the learned metrics the platform does not compute here (builtin/learned.py)
+    assert set(registry.UNAVAILABLE) == {"spice", *(set(LEARNED) - set(computed))}
     dataset = Dataset(name="flickr8k-expert")  # unsaved: run_params reads only the reference system's name
     dataset.reference_system = System(name="references")
     for key, kwargs, version, key_hash in LEGACY_IDENTITIES:

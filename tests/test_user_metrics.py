@@ -27,7 +27,7 @@ from crowd.models import Dataset
 from metrics.models import MetricRun, MetricScore
 from captioneval.metrics import plugins, registry
 from captioneval.text.tokenizer import ptb_tokenize
-from captioneval.metrics.builtin.learned import LEARNED
+from captioneval.metrics.builtin.learned import UNAVAILABLE as LEARNED  # the learned metrics not computed here
 from metrics.uploads import (
     UploadError,
     metric_display_name,

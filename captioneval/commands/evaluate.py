@@ -6,6 +6,12 @@ Reads a COCO caption annotation file (the references) and a COCO results file (`
 ``COCOEvalCap`` with ``params['image_id'] = cocoRes.getImgIds()``), prints the corpus table with each
 metric's signature, and writes the per-caption scores (``--out FILE``, or ``--json`` / ``--csv`` to
 stdout). CSV columns: ``image_id``, ``caption``, one column per metric key.
+
+The learned metrics (``--metric clip_s ref_clip_s pac_s ref_pac_s bert_score``, the ``learned``
+extra) take their weights from ``--model KEY=SPEC`` (a local file or folder, an OpenAI or Hugging
+Face name, a file in ``$CAPTIONEVAL_MODELS_DIR``) and the CLIP family its pictures from ``--images
+DIR``: the file the annotation file's ``file_name`` names, else one named by the image id
+(:func:`captioneval.evaluate.image_sources`). A missing or unreadable picture is an error naming each.
 """
 from __future__ import annotations
 
@@ -28,8 +34,43 @@ def add_parser(sub) -> None:
                         "reason when Java or pycocoevalcap is missing, unless named here)")
     p.add_argument("--tokenizer", choices=("python", "java"), default=None,
                    help="PTB tokenizer implementation (default python: same output as the Java one, no Java needed)")
+    p.add_argument("--images", metavar="DIR",
+                   help="folder of the pictures, for clip_s, ref_clip_s, pac_s and ref_pac_s (file_name of the "
+                        "annotation file's images, else the image id with .jpg, .png...)")
+    p.add_argument("--model", action="append", default=[], metavar="KEY=SPEC",
+                   help="weights of a learned metric: a file, a folder, an OpenAI or Hugging Face name "
+                        "(e.g. clip_s=/models/ViT-B-32.pt, pac_s=clip_ViT-B-32.pth); repeat per metric")
+    p.add_argument("--device", default=None, metavar="DEVICE",
+                   help="torch device of the learned metrics: cpu, cuda, cuda:1 (default: CUDA when present)")
     _io.add_output_options(p)
     p.set_defaults(run=run)
+
+
+def learned_options(models: list[str], device: str | None, keys) -> dict:
+    """``--model KEY=SPEC`` (repeated) and ``--device`` as :func:`captioneval.evaluate`'s ``options``:
+    key -> {"model": SPEC, "device": DEVICE}; the device goes to every learned metric in ``keys`` (the
+    ``--metric`` keys). Raises :class:`InputError` for a malformed ``--model``."""
+    from ..metrics.builtin.learned import LEARNED
+
+    options: dict = {}
+    for item in models:
+        key, sep, spec = item.partition("=")
+        if not sep or not key or not spec:
+            raise InputError("--model", f"expected KEY=SPEC (e.g. clip_s=/models/ViT-B-32.pt), got {item!r}")
+        if key not in LEARNED:
+            raise InputError("--model", f"{key!r} is not a learned metric (one of {', '.join(LEARNED)})")
+        options.setdefault(key, {})["model"] = spec
+    if device:
+        for key in keys or ():
+            if key in LEARNED:
+                options.setdefault(key, {})["device"] = device
+    return options
+
+
+def image_files(annotations: str) -> dict:
+    """image id -> ``file_name`` of the COCO annotation file's ``images`` (those that have one)."""
+    coco = COCO(annotations)
+    return {img_id: img["file_name"] for img_id, img in coco.imgs.items() if img.get("file_name")}
 
 
 def load(annotations: str, results: str) -> tuple[list, list[str], list[list[str]], int]:
@@ -59,8 +100,10 @@ def run(args) -> int:
     """Evaluate, print the table, write the per-caption scores; return 0."""
     _io.check_output(args.out)
     ids, captions, references, without = load(args.annotations, args.results)
+    options = learned_options(args.model, args.device, args.metric)
+    files = image_files(args.annotations) if args.images else None
     result = evaluate(captions, references, metrics=args.metric, ids=ids, tokenizer=args.tokenizer,
-                      progress=_io.progress_enabled(args))
+                      progress=_io.progress_enabled(args), images=args.images, image_files=files, options=options)
     if without:
         print(f"captioneval: {without} image(s) of {args.annotations} have no result; scored the {len(ids)} that "
               "have one", file=sys.stderr)

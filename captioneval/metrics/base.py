@@ -153,6 +153,9 @@ class Metric:
     needs : frozenset of the need constants of this module.
     family : metrics computed by the same code (``"bleu"``; ``"plugin:<distribution>"`` for plugins).
     groups : command-line group names (``coco``, ``diversity``...) the metric belongs to.
+    accelerator : True when the metric runs much faster on a GPU (the learned metrics): the platform
+        sends its runs to the GPU Celery queue when one is configured (``CELERY_GPU_QUEUE``), else
+        computes them on CPU on the default queue.
     """
 
     key: str = ""
@@ -165,6 +168,7 @@ class Metric:
     needs: frozenset = frozenset()
     family: str = ""
     groups: tuple[str, ...] = ()
+    accelerator: bool = False
 
     def __init__(self, **attributes):
         for attr, value in attributes.items():
@@ -190,9 +194,11 @@ class Metric:
         return OBJECTS in self.needs
 
     def needs_references(self, document_frequency_supplied: bool = False) -> bool:
-        """True when the dataset must have reference captions: the metric reads them, or it needs a
-        document-frequency table and none is supplied (the default table is built from them)."""
-        return REFERENCES in self.needs or (DOCUMENT_FREQUENCY in self.needs and not document_frequency_supplied)
+        """True when the dataset must have reference captions: the metric reads them (tokenised, or raw as
+        RefCLIP-S and BERTScore), or it needs a document-frequency table and none is supplied (the
+        default table is built from them)."""
+        return bool(self.needs & {REFERENCES, REFERENCE_TEXTS}) or (
+            DOCUMENT_FREQUENCY in self.needs and not document_frequency_supplied)
 
     # --- the interface ----------------------------------------------------------------------------
     def score(self, batch: Batch) -> Scores:

@@ -1,13 +1,12 @@
-"""The learned metrics (CLIP-S, RefCLIP-S, PAC-S, RefPAC-S, BERTScore) are known to the platform and
-listed as unavailable with the reason, so that ``--metric clip_s``, the compute form and the dataset
-page explain why instead of calling them unknown:
+"""The learned metrics (CLIP-S, RefCLIP-S, PAC-S, RefPAC-S, BERTScore) in the registry:
 
-* without the ``learned`` extra (torch, transformers: ``pip install 'captioneval[learned]'``) the
-  reason names the missing packages and the extra; nothing here imports them (a spec lookup only), so
-  the rest of the platform works without them;
-* with it, the metrics run from the library (:mod:`captioneval.metrics.learned`, e.g.
-  ``ClipS(model=...).score(Batch(texts=..., images=...))``) but the platform's pipeline does not give
-  them their inputs yet (images, raw references, weights settings; issue 32): the reason says so.
+* without the ``learned`` extra (torch, transformers: ``pip install 'captioneval[learned]'``) all five
+  are listed as unavailable, the reason naming the missing packages and the extra; nothing here imports
+  them (a spec lookup only), so the rest of the platform works without them;
+* with it, all five (:data:`PIPELINE`) are in :data:`METRICS`: the objects here carry the defaults
+  (OpenAI's ViT-B/32, the PAC-S file name, roberta-large layer 17); the platform builds each run's own
+  object from the run's stored parameters (``metrics.learned``: model from ``LEARNED_MODELS``, device,
+  batch sizes), the library from ``options`` (``captioneval.evaluate``).
 
 Django-free.
 """
@@ -25,6 +24,9 @@ LEARNED = {
     "ref_pac_s": ("RefPAC-S", "captioneval.metrics.learned.ref_pac_s.RefPacS"),
     "bert_score": ("BERTScore", "captioneval.metrics.learned.bert_score.BertScore"),
 }
+#: the learned metrics the platform's pipeline computes (the CLIP family's images come from the dataset's
+#: image source; BERTScore reads the captions and references only)
+PIPELINE = ("clip_s", "ref_clip_s", "pac_s", "ref_pac_s", "bert_score")
 #: the packages of the ``learned`` extra the metrics cannot run without
 REQUIRED = ("torch", "transformers")
 EXTRA = "captioneval[learned]"
@@ -45,8 +47,8 @@ def missing_packages() -> list[str]:
 
 
 def reasons(missing: list[str] | None = None) -> dict[str, str]:
-    """key -> why it is unavailable here (see the module docstring); ``missing`` defaults to
-    :func:`missing_packages`."""
+    """key -> why it is unavailable here (see the module docstring): every learned metric when packages
+    are ``missing`` (default :func:`missing_packages`), else those not in :data:`PIPELINE`."""
     missing = missing_packages() if missing is None else missing
     out = {}
     for key, (name, cls) in LEARNED.items():
@@ -54,11 +56,24 @@ def reasons(missing: list[str] | None = None) -> dict[str, str]:
             out[key] = (f"{name} needs the learned extra, and {' and '.join(missing)} "
                         f"{'is' if len(missing) == 1 else 'are'} not installed: pip install '{EXTRA}' "
                         "(with the CPU build of torch; see docs/metrics.md) and the model weights")
-        else:
-            out[key] = (f"{name} is computed by the library ({cls}) but not yet by the platform's pipeline, "
-                        "which does not give learned metrics their images, raw references and weights yet")
+        elif key not in PIPELINE:  # none today: a learned metric the library computes and the pipeline not yet
+            out[key] = (f"{name} is computed by the library ({cls}; captioneval evaluate --metric {key}) but not yet "
+                        "by the platform's pipeline")
     return out
 
 
-METRICS: list = []
+def pipeline_metrics(missing: list[str] | None = None) -> list:
+    """The default objects of the :data:`PIPELINE` metrics, or [] when packages are ``missing``."""
+    import importlib
+
+    if missing_packages() if missing is None else missing:
+        return []
+    out = []
+    for key in PIPELINE:
+        module, _, cls = LEARNED[key][1].rpartition(".")
+        out.append(getattr(importlib.import_module(module), cls)())
+    return out
+
+
+METRICS: list = pipeline_metrics()
 UNAVAILABLE = reasons()

@@ -10,6 +10,8 @@ transformers, ftfy, regex, Pillow) and the model weights (see
     from captioneval.metrics.learned.bert_score import BertScore
     BertScore().score(Batch(texts=["a dog runs"], reference_texts=[["a dog is running"]])).values
 
-The platform's pipeline does not run them yet (it gathers no images yet): the registry lists them as
-unavailable with the reason (:mod:`captioneval.metrics.builtin.learned`). Django-free.
+From the library: ``captioneval.evaluate(..., images=DIR, options={"clip_s": {"model": PATH}})`` and
+``captioneval evaluate --images DIR --model clip_s=PATH``. The platform's pipeline computes the CLIP
+family on a dataset's own pictures and BERTScore on its captions (``metrics/learned.py``); the registry lists the metrics, or the
+reason they are unavailable (:mod:`captioneval.metrics.builtin.learned`). Django-free.
 """

@@ -29,6 +29,7 @@ class ClipFamily(base.Metric):
     level = "caption"
     family = "clip_score"
     groups = ("learned",)
+    accelerator = True
     fp16_on_cuda = True
     reference_based = False
 
@@ -67,7 +68,12 @@ class ClipFamily(base.Metric):
         """Model name, weights sha256 (loads the model), device, dtype, prefix, w, preprocessing,
         tokenizer and batch composition."""
         enc = self.encoder()
-        return {"model": self.model, "weights_sha256": enc.sha256, "device": enc.device, "dtype": enc.dtype,
+        return self.parameters_of(enc.sha256, enc.device, enc.dtype)
+
+    def parameters_of(self, weights_sha256: str | None, device: str, dtype: str) -> dict:
+        """:meth:`parameters` for the given weights hash, device and dtype, without loading the model
+        (the platform shows a stored run's signature this way)."""
+        return {"model": self.model, "weights_sha256": weights_sha256, "device": device, "dtype": dtype,
                 "prefix": self.prefix, "w": self.w,
                 "preprocess": f"bicubic-short-{N_PX}+centre-crop-round+rgb+openai-mean-std" + ("+exif" if self.exif_transpose else ""),
                 "tokenizer": "openai-clip-bpe-16e6/77/eot-kept",

@@ -41,6 +41,7 @@ class BertScore(base.Metric):
     needs = frozenset({base.TEXTS, base.REFERENCE_TEXTS})
     family = "bert_score"
     groups = ("learned",)
+    accelerator = True
     description = ("BERTScore F1 (Zhang et al. 2020) against the references, roberta-large layer 17, idf off, "
                    "as bert_score.score of the bert-score package 0.3.13.")
 

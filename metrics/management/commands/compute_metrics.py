@@ -1,4 +1,4 @@
-"""``manage.py compute_metrics --dataset <name> [--metric M ...] [--m N] [--vectors FILE] [--wait]``.
+"""``manage.py compute_metrics --dataset <name> [--metric M ...] [--m N] [--vectors FILE] [--model KEY=SPEC] [--wait]``.
 
 Queues one metric run per metric on Celery and, with ``--wait`` (or when tasks run in-process
 because no broker is configured), shows a progress bar until every run is done or failed. When the
@@ -9,6 +9,12 @@ A metric that cannot run on this machine right now (METEOR without ``java`` on P
 :func:`captioneval.metrics.registry.unavailable_now`) is skipped with its reason on stderr and the
 others are computed (exit status 0); when every requested metric is skipped the command fails
 (exit status 1) with the reasons.
+
+The learned metrics (``--metric clip_s ref_clip_s pac_s ref_pac_s``, or the group ``learned``; the
+``learned`` extra) score every candidate caption against its picture from the dataset's image source
+(``set_image_source``); ``--model KEY=SPEC`` names a metric's weights on local disk (default:
+``LEARNED_MODELS``, then the metric's default file in ``$CAPTIONEVAL_MODELS_DIR``). Their runs go to
+the ``CELERY_GPU_QUEUE`` queue when one is configured (:mod:`metrics.learned`).
 """
 import time
 
@@ -42,6 +48,11 @@ class Command(BaseCommand):
             help="VIFIDEL: word2vec (.bin/.txt) or GloVe text file (default: settings.VIFIDEL_VECTORS, else the "
             "bundled GloVe 6B 50-d)",
         )
+        parser.add_argument(
+            "--model", action="append", default=[], metavar="KEY=SPEC", dest="models",
+            help="weights of a learned metric on local disk, e.g. clip_s=/models/ViT-B-32.pt (repeat per metric; "
+            "default: settings.LEARNED_MODELS, then the metric's default file in $CAPTIONEVAL_MODELS_DIR)",
+        )
         parser.add_argument("--wait", action="store_true", help="wait for the workers and show progress")
         parser.add_argument("--force", action="store_true", help="discard stored scores and compute again")
         parser.add_argument(
@@ -51,7 +62,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
 
-    def handle(self, *args, dataset, metrics, wait, force, timeout, cider_df, m, vectors, **options):
+    def handle(self, *args, dataset, metrics, wait, force, timeout, cider_df, m, vectors, models=(), **options):
+        chosen_models = {}
+        for item in models or ():
+            key, sep, spec = item.partition("=")
+            if not sep or not key or not spec:
+                raise CommandError(f"--model: expected KEY=SPEC (e.g. clip_s=/models/ViT-B-32.pt), got {item!r}")
+            chosen_models[key] = spec
         skipped = unavailable_now(metrics or DEFAULT_METRICS)
         if skipped:
             rest = [k for k in expand(metrics or DEFAULT_METRICS) if k not in skipped]
@@ -61,7 +78,8 @@ class Command(BaseCommand):
                 self.stderr.write(reason)
             metrics = rest
         try:
-            runs = pipeline.plan_runs(dataset, metrics, force=force, cider_df=cider_df, m=m, vectors=vectors)
+            runs = pipeline.plan_runs(dataset, metrics, force=force, cider_df=cider_df, m=m, vectors=vectors,
+                                      models=chosen_models)
         except pipeline.PipelineError as exc:
             raise CommandError(str(exc)) from None
         todo = [r for r in runs if r.status != MetricRun.DONE]
