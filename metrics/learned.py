@@ -76,11 +76,23 @@ def model_spec(key: str, models: dict | None = None) -> str:
 def local_weights(spec: str) -> str | None:
     """The local file or folder of weights ``spec``, never downloading: the path itself, an OpenAI
     name's file (``ViT-B-32.pt``) or the spec under ``$CAPTIONEVAL_MODELS_DIR``, or OpenAI's file in
-    ``~/.cache/clip``. None when there is none."""
-    from captioneval.kernels.learned.models import OPENAI_MODELS, models_dir
+    ``~/.cache/clip``; for open_clip's names (``hf-hub:<org>/<repo>``, ``ViT-B-32/laion2b_s34b_b79k``)
+    the repository's folder under ``$CAPTIONEVAL_MODELS_DIR`` or in the Hugging Face cache. None when
+    there is none."""
+    from captioneval.kernels.learned.models import (OPENAI_MODELS, WeightsMissing, find_open_clip, models_dir,
+                                                    open_clip_repository)
 
     if os.path.exists(os.path.expanduser(spec)):
         return os.path.expanduser(spec)
+    try:
+        repo = open_clip_repository(spec)
+    except ValueError:
+        return None
+    if repo is not None:  # open_clip's names: $CAPTIONEVAL_MODELS_DIR or the Hugging Face cache, never the hub
+        try:
+            return find_open_clip(repo, local_only=True)
+        except WeightsMissing:
+            return None
     folder = models_dir()
     names = [OPENAI_MODELS[spec].rsplit("/", 1)[1]] if spec in OPENAI_MODELS else [spec]
     places = ([folder] if folder else []) + ([Path("~/.cache/clip").expanduser()] if spec in OPENAI_MODELS else [])

@@ -9,6 +9,7 @@ import json
 import math
 import random
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ import pytest
 from captioneval.kernels.cider import DocumentFrequency, cider_d
 from tests import references
 from tests.flickr8k_data import N_EXPERT_PAIRS, load_flickr8k_expert_tokenized
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -47,6 +50,42 @@ def test_equals_pycocoevalcap_on_flickr8k_expert():
     assert ours.dtype == np.float64
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
     assert abs(ours.mean() - theirs.mean()) < 1e-9
+
+
+@pytest.mark.parametrize("chunk", [7, 500])
+def test_large_batches_are_scored_in_chunks_with_the_whole_batchs_document_frequencies(monkeypatch, chunk):
+    """A batch of more than CHUNK_ITEMS items gets its document frequencies counted chunk by chunk into
+    one table (the same table as one batch: every n-gram and count), then is scored a chunk at a time:
+    the same scores as one batch (to the last few ulps: the n-grams are numbered per chunk, so a
+    vector's norm is summed in another order) and as pycocoevalcap, on the shared references of
+    Flickr8k-Expert and on distinct COCO-style captions."""
+    import captioneval.kernels.cider as kernel
+
+    cands, refs = _expert_inputs()
+    whole = cider_d(cands, refs)
+    lists = list(Counter(map(tuple, refs)))
+    weights = np.fromiter(Counter(map(tuple, refs)).values(), dtype=np.int64)
+    table = kernel._document_frequency_in_chunks(lists, weights, 4, chunk)
+    expected = DocumentFrequency.from_references(lists, weights=weights.tolist())
+    assert table.n_documents == expected.n_documents == len(refs)
+    assert table._ngram_index.to_dict() == dict(expected.counts) and len(table.counts) > 10000
+    monkeypatch.setattr(kernel, "CHUNK_ITEMS", chunk)
+    chunked = cider_d(cands, refs)
+    np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(chunked, _pycoco_scores(), rtol=0, atol=1e-6)
+    rows = json.loads((ROOT / "data" / "coco_multicaption_selfcider_example" / "merge_results.json").read_text())[:1500]
+    cands, refs = [r["captions"][0] for r in rows], [r["captions"][1:6] for r in rows]
+    monkeypatch.setattr(kernel, "CHUNK_ITEMS", 10 ** 9)
+    whole = cider_d(cands, refs)
+    monkeypatch.setattr(kernel, "CHUNK_ITEMS", chunk)
+    np.testing.assert_allclose(cider_d(cands, refs), whole, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cider_d(cands, refs), references.cider_d(cands, refs)[1], rtol=0, atol=1e-12)
+    # too many words for one int64 key per n-gram (V ** n >= 2 ** 63): one batch, as before
+    assert kernel._document_frequency_in_chunks(lists[:50], weights[:50], 16, chunk) is None
+    monkeypatch.setattr(kernel, "CHUNK_ITEMS", 10 ** 9)
+    one_batch = cider_d(cands[:60], refs[:60], n=16)
+    monkeypatch.setattr(kernel, "CHUNK_ITEMS", 7)
+    assert np.array_equal(cider_d(cands[:60], refs[:60], n=16), one_batch)
 
 
 def test_supplied_df_on_a_subset_equals_full_corpus_scores():

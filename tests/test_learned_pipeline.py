@@ -330,3 +330,24 @@ def test_bert_score_on_the_captions_and_references(dataset, tiny, tmp_path, sett
     got = stored(run)
     assert max(abs(got[t] - e) for t, e in zip(texts, expected)) <= 1e-6
     assert ImageFeature.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_an_open_clip_name_from_the_hugging_face_cache(dataset, tmp_path):
+    """The platform takes open_clip's names too, from the Hugging Face cache only (never the hub):
+    the run names the model as given and scores every caption; a name not in the cache is refused at
+    once with the line saying what to put where."""
+    from .test_learned_open_clip import REPO, open_clip_config, write_hub_cache
+
+    folder = write_hub_cache(tmp_path / "hf", REPO, open_clip_config())
+    assert learned.local_weights(f"hf-hub:{REPO}") == str(folder)
+    out = run_command("compute_metrics", "--dataset", "pictures", "--metric", "clip_s", "--model",
+                      f"clip_s=hf-hub:{REPO}", "--wait")
+    assert "clip_s: done, 12/12 scores" in out
+    run = MetricRun.objects.get(metric="clip_s")
+    assert run.params["model"] == f"hf-hub:{REPO}" and len(run.params["weights_sha256"]) == 64
+    assert learned.local_weights("hf-hub:test-org/not-cached") is None
+    assert learned.local_weights("hf-hub:not a name") is None
+    with pytest.raises(CommandError, match="not-cached"):
+        run_command("compute_metrics", "--dataset", "pictures", "--metric", "clip_s", "--model",
+                    "clip_s=hf-hub:test-org/not-cached", "--wait")
