@@ -149,7 +149,7 @@ def run_params(key: str, models: dict | None = None) -> dict:
     ``text_batch``, ``exif_transpose``; for BERTScore ``num_layers``, ``batch_size``, ``idf`` (False),
     ``rescale`` (False), ``output`` ("f1"). Raises FileNotFoundError (:func:`weights_problem`'s line)
     without local weights, ValueError for a BERTScore model without ``LEARNED_BERT_LAYERS``."""
-    from captioneval.kernels.learned.models import file_sha256
+    from captioneval.kernels.learned.models import weights_sha256
 
     spec = model_spec(key, models)
     path = local_weights(spec)
@@ -157,11 +157,11 @@ def run_params(key: str, models: dict | None = None) -> dict:
         raise FileNotFoundError(weights_problem(key, models))
     if not wants_pictures(registry.METRICS[key]):
         metric = type(registry.METRICS[key])(model=spec, device=device(), **bert_options())
-        return {"model": spec, "weights_sha256": file_sha256(path), "device": metric.device_option,
+        return {"model": spec, "weights_sha256": weights_sha256(path), "device": metric.device_option,
                 "dtype": metric.dtype, "num_layers": metric.num_layers, "batch_size": metric.batch_size,
                 "idf": metric.idf, "rescale": metric.rescale, "output": metric.output}
     metric = type(registry.METRICS[key])(model=spec, device=device())
-    return {"model": spec, "weights_sha256": file_sha256(path), "device": metric.device_option,
+    return {"model": spec, "weights_sha256": weights_sha256(path), "device": metric.device_option,
             "dtype": metric.dtype(), "w": metric.w, "prefix": metric.prefix,
             "image_batch": int(settings.LEARNED_IMAGE_BATCH), "text_batch": int(settings.LEARNED_TEXT_BATCH),
             "exif_transpose": metric.exif_transpose}
@@ -176,13 +176,13 @@ def metric_for(run) -> base.Metric:
     stored parameters once per process, with a :class:`DatabaseFeatureCache`. Its weights are looked
     up where this worker finds them (:func:`local_weights`, else the spec as given); a file whose sha256
     is not the run's is refused (FileNotFoundError)."""
-    from captioneval.kernels.learned.models import file_sha256
+    from captioneval.kernels.learned.models import weights_sha256
 
     ident = (run.metric, run.version, run.params_key)
     if ident not in _objects:
         p = run.params
         path = local_weights(p["model"])
-        if path is None or file_sha256(path) != p["weights_sha256"]:
+        if path is None or weights_sha256(path) != p["weights_sha256"]:
             found = "not found" if path is None else f"{path} has another sha256"
             raise FileNotFoundError(f"the weights of run {run.pk} ({p['model']}, sha256 {p['weights_sha256']}) are "
                                     f"not on this worker ({found}): put that file in $CAPTIONEVAL_MODELS_DIR")

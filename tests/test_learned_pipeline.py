@@ -346,6 +346,7 @@ def test_an_open_clip_name_from_the_hugging_face_cache(dataset, tmp_path):
     assert "clip_s: done, 12/12 scores" in out
     run = MetricRun.objects.get(metric="clip_s")
     assert run.params["model"] == f"hf-hub:{REPO}" and len(run.params["weights_sha256"]) == 64
+    assert learned.signature_string(run) == learned.metric_for(run).signature_string()  # config in the identity
     assert learned.local_weights("hf-hub:test-org/not-cached") is None
     assert learned.local_weights("hf-hub:not a name") is None
     with pytest.raises(CommandError, match="not-cached"):

@@ -107,6 +107,16 @@ def file_sha256(path: str | os.PathLike) -> str:
     return _HASHES[key]
 
 
+def weights_sha256(path: str | os.PathLike) -> str:
+    """The identity of the weights at ``path`` recorded in signatures: :func:`file_sha256`, and for an
+    open_clip folder the sha256 of that digest and its ``open_clip_config.json`` (the config decides
+    the activation and heads, so it is part of the model)."""
+    if is_open_clip_folder(path):
+        config = (Path(path) / OPEN_CLIP_CONFIG).read_bytes()
+        return hashlib.sha256(file_sha256(path).encode() + b"\0" + config).hexdigest()
+    return file_sha256(path)
+
+
 def _download(url: str, target: Path) -> Path:
     expected = url.split("/")[-2]
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -162,16 +172,18 @@ def find_open_clip(repo: str, local_only: bool = False) -> str:
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     cache = hub_cache_dir()
-    try:
-        config = hf_hub_download(repo, OPEN_CLIP_CONFIG, local_files_only=local_only or offline(), cache_dir=cache)
-        for weights in OPEN_CLIP_WEIGHTS:
-            try:
-                hf_hub_download(repo, weights, local_files_only=local_only or offline(), cache_dir=cache)
-                return str(Path(config).parent)
-            except (EntryNotFoundError, LocalEntryNotFoundError):
-                continue
-    except (OSError, EntryNotFoundError, LocalEntryNotFoundError, ValueError):
-        pass
+    # the cache first (no request to the hub when the files are there), then the hub when allowed
+    for cached_only in ((True,) if local_only or offline() else (True, False)):
+        try:
+            config = hf_hub_download(repo, OPEN_CLIP_CONFIG, local_files_only=cached_only, cache_dir=cache)
+            for weights in OPEN_CLIP_WEIGHTS:
+                try:
+                    hf_hub_download(repo, weights, local_files_only=cached_only, cache_dir=cache)
+                    return str(Path(config).parent)
+                except (EntryNotFoundError, LocalEntryNotFoundError):
+                    continue
+        except (OSError, EntryNotFoundError, LocalEntryNotFoundError, ValueError):
+            pass
     where = f"{MODELS_DIR_ENV}/{repo.split('/', 1)[1]}/" if base else f"a folder named {repo.split('/', 1)[1]} under {MODELS_DIR_ENV}"
     raise WeightsMissing(f"open_clip model {repo} not found: put its {OPEN_CLIP_CONFIG} and {OPEN_CLIP_WEIGHTS[0]} "
                          f"(from https://huggingface.co/{repo}) in {where}")
@@ -435,8 +447,7 @@ def load_clip(spec: str | os.PathLike, device: str = "cpu", dtype: str = "float3
         cfg = open_clip_config(where)
         model = openai_to_hf(read_open_clip_weights(where), quick_gelu=cfg["quick_gelu"],
                              vision_head_width=cfg["vision_head_width"], text_heads=cfg["text_heads"])
-        config_bytes = (Path(where) / OPEN_CLIP_CONFIG).read_bytes()  # the config decides the model too
-        kind, digest = "open_clip", hashlib.sha256(file_sha256(where).encode() + b"\0" + config_bytes).hexdigest()
+        kind, digest = "open_clip", weights_sha256(where)
     else:
         from transformers import CLIPModel
 
