@@ -352,3 +352,38 @@ def test_an_open_clip_name_from_the_hugging_face_cache(dataset, tmp_path):
     with pytest.raises(CommandError, match="not-cached"):
         run_command("compute_metrics", "--dataset", "pictures", "--metric", "clip_s", "--model",
                     "clip_s=hf-hub:test-org/not-cached", "--wait")
+
+
+@pytest.mark.django_db
+def test_learned_metrics_in_the_benchmark_report_and_the_comparison(tiny, subset_dir, tmp_path):
+    """A learned run is a metric like the others in every report: CLIP-S of the tiny model on a
+    40-image Flickr8k-Expert subset (generated JPEG pictures under the images' keys) appears in the
+    benchmark report with scipy's Kendall tau-c of its stored scores against the expert ratings, in
+    the cross-benchmark comparison, and in the `correlate` table, by its name."""
+    import scipy.stats as st
+
+    from analysis.benchmarks import benchmark_report, comparison
+
+    from .test_benchmarks import rows_by_hand
+
+    run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
+    ds = Dataset.objects.get(name="sub")
+    jpegs = [p for p in tiny["images"] if p.suffix == ".jpg"]
+    folder = tmp_path / "expert-pictures"
+    folder.mkdir()
+    for i, key in enumerate(sorted(ds.images.values_list("key", flat=True))):
+        shutil.copy(jpegs[i % len(jpegs)], folder / key)
+    run_command("set_image_source", "sub", "--images-dir", str(folder))
+    out = run_command("compute_metrics", "--dataset", "sub", "--metric", "clip_s", "cider_d", "--model",
+                      f"clip_s={tiny['weights']['openai']}", "--wait")
+    assert "clip_s: done" in out and "cider_d: done" in out
+    report = benchmark_report("sub", n_resamples=20, n_permutations=20)
+    assert set(report["metrics"]) == {"clip_s", "cider_d"} and report["metrics"]["clip_s"]["name"] == "CLIP-S"
+    x, y, *_ = rows_by_hand(ds, "clip_s")
+    assert len(x) > 200 and np.ptp(x) > 0
+    assert report["metrics"]["clip_s"]["item"]["values"]["kendall_tau_c"] == pytest.approx(
+        st.kendalltau(x, y, variant="c").statistic, abs=1e-12)
+    matrix = comparison(["sub"], n_resamples=0, n_permutations=20)
+    assert {r["metric"]: r["name"] for r in matrix["rows"]}["clip_s"] == "CLIP-S"
+    table = run_command("correlate", "--dataset", "sub", "--resamples", "0", "--permutations", "0")
+    assert any(line.startswith("CLIP-S") for line in table.splitlines())
