@@ -302,12 +302,13 @@ def forget_queue(client: redis.Redis, queue: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_worker_killed_mid_run_completes_after_restart(procs, tmp_path):
-    # 150 images (about 870 candidates, 44 chunks of 20 per metric): enough for a run that is killed
-    # in its middle; the full dataset only made the two runs and their in-process repeat longer
+    # 150 images (about 870 candidates, 221 chunks of 4 per metric): a run long enough to be killed in
+    # its middle (with chunks of 20 a fast machine finished both runs between two polls, in a CI run);
+    # the full dataset only made the two runs and their in-process repeat longer
     run_command("import_dataset", "flickr8k-expert", str(write_subset(tmp_path / "sub150", 150)), "--name", "faults")
     queue = f"faults-{uuid.uuid4().hex}"
     env = dict(os.environ, DATABASE_URL=database_url(), CELERY_BROKER_URL=BROKER, CELERY_QUEUE=queue,
-               METRICS_CHUNK_SIZE="20")
+               METRICS_CHUNK_SIZE="4")
     broker = redis.Redis.from_url(BROKER)
     try:
         first = procs.worker("worker1", env)
@@ -316,7 +317,7 @@ def test_worker_killed_mid_run_completes_after_restart(procs, tmp_path):
         runs = MetricRun.objects.filter(dataset__name="faults")  # a query: evaluated afresh each time
         total = sum(r.total for r in runs.all())
         n_scores = lambda: MetricScore.objects.filter(run__in=runs).count()  # noqa: E731
-        wait_until(lambda: n_scores() > 0, 180, "the first scores")
+        wait_until(lambda: n_scores() > 0, 180, "the first scores", interval=0.02)
         os.killpg(first.pid, signal.SIGKILL)  # the main process and its pool, mid-chunk
         first.wait()
         waiting, unacked = queue_state(broker, queue)
