@@ -237,7 +237,10 @@ class ChatClient:
             self.stats[name] = self.stats.get(name, 0) + n
 
     def _client(self):
-        import httpx
+        try:
+            import httpx
+        except ImportError:  # not a base dependency of the library (the platform and the tests have it)
+            raise JudgeError("the LLM judges need httpx, which is not installed: pip install httpx") from None
 
         with self._lock:
             if self._http is None:
@@ -266,8 +269,6 @@ class ChatClient:
         """The answer to one request: from the cache, else sent (with retries) and cached.
         Raises :class:`BudgetExhausted` when the budget allows no further request, :class:`JudgeError`
         for a permanent failure or retries exhausted."""
-        import httpx
-
         url = self.endpoint.completions_url
         key = request_key(url, body, attempt)
         if self.cache is not None:
@@ -278,6 +279,8 @@ class ChatClient:
         payload = canonical(body).encode("utf-8")
         headers = self.endpoint.headers()
         client = self._client()
+        import httpx
+
         tries, last = 0, ""
         while True:
             if not self.budget.take():
