@@ -163,3 +163,16 @@ def test_token_logprobs_rejects_malformed_entries():
     bad = json.loads(json.dumps(good))
     bad["choices"][0]["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] = 3.0
     assert jc.token_logprobs(bad) is None and jc.token_logprobs({"choices": []}) is None
+
+
+def test_throughput_benchmark_runs_and_the_rerun_sends_nothing():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "judge_throughput.py"
+    spec = importlib.util.spec_from_file_location("judge_throughput", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.run(captions=12, latency=0.001, levels=(1, 4))
+    assert [r["requests"] for r in result["concurrency"].values()] == [12, 12]
+    assert result["rerun"]["requests"] == 0 and result["rerun"]["cached"] == 12
