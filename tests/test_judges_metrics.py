@@ -343,3 +343,35 @@ def test_unavailable_without_an_endpoint_and_the_library_options(tmp_path, monke
     assert result.signatures["clair"]["model"] == MODEL and not server.problems
     with pytest.raises(MetricError, match="CLAIR"):
         captioneval.evaluate(["a"], [["b"]], metrics=["clair"], options={"clair": {"endpoint": "ftp://x", "model": "m"}})
+
+
+def test_command_line_judge_options(tmp_path, monkeypatch, capsys):
+    from captioneval import cli
+
+    monkeypatch.setenv("CAPTIONEVAL_JUDGE_CACHE", str(tmp_path / "cache"))
+    ann = {"images": [{"id": 1, "file_name": "one.png"}, {"id": 2, "file_name": "two.png"}],
+           "annotations": [{"id": 10, "image_id": 1, "caption": "A red square."},
+                           {"id": 11, "image_id": 2, "caption": "A red block on white."}]}
+    (tmp_path / "ann.json").write_text(json.dumps(ann))
+    (tmp_path / "res.json").write_text(json.dumps([{"image_id": 1, "caption": "a red square"},
+                                                   {"image_id": 2, "caption": "a blue circle"}]))
+    (tmp_path / "img").mkdir()
+    for name in ("one.png", "two.png"):
+        (tmp_path / "img" / name).write_bytes(png())
+    rng = np.random.default_rng(11)
+    with FakeOpenAI(lambda b, n: Answer("0.6", tokens_for(rng, "0.6")), logprobs=True, images=True) as server:
+        code = cli.main(["evaluate", "--annotations", str(tmp_path / "ann.json"), "--results", str(tmp_path / "res.json"),
+                         "--metric", "fleur", "--images", str(tmp_path / "img"), "--judge-endpoint", server.url,
+                         "--judge-model", MODEL, "--json", "--no-progress"])
+        out = json.loads(capsys.readouterr().out)
+        assert code == 0 and not server.problems and len(server.requests) == 2
+        assert len(out["captions"]) == 2 and all(0 <= r["fleur"] <= 1 for r in out["captions"])
+        code = cli.main(["evaluate", "--annotations", str(tmp_path / "ann.json"), "--results", str(tmp_path / "res.json"),
+                         "--metric", "clair", "--judge-endpoint", server.url])
+        assert code == 2 and "--judge-model" in capsys.readouterr().err
+    with FakeOpenAI(lambda b, n: Answer('{"score": 1}')) as server:
+        code = cli.main(["evaluate", "--annotations", str(tmp_path / "ann.json"), "--results", str(tmp_path / "res.json"),
+                         "--metric", "clair", "--judge-endpoint", server.url, "--judge-model", MODEL,
+                         "--judge-max-requests", "1", "--no-progress"])
+        err = capsys.readouterr().err
+    assert code == 1 and "BudgetExhausted" in err and "1 of 2 requests answered" in err
