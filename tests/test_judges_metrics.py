@@ -375,3 +375,29 @@ def test_command_line_judge_options(tmp_path, monkeypatch, capsys):
                          "--judge-max-requests", "1", "--no-progress"])
         err = capsys.readouterr().err
     assert code == 1 and "BudgetExhausted" in err and "1 of 2 requests answered" in err
+
+
+def test_user_defined_judge_with_its_own_prompt_and_parser_is_a_plugin(tmp_path):
+    from captioneval.metrics import registry
+
+    template = "Does '{candidate_statements}' match '{target_statements}'? Reply as JSON with a score from 0 to 100."
+    answers = {"good": '{"score": 90}', "broken": "my score is 100", "text": '{"score": "high"}'}
+    with FakeOpenAI(lambda b, n: Answer(answers[re.search(r"- (\w+)\n", b["messages"][0]["content"]).group(1)])) as server:
+        mine = judge(Clair, server, tmp_path, key="my_judge", name="My judge", version="my-judge/1",
+                     template=template, parser="json", tries=2)
+        registry.register(mine)
+        try:
+            result = registry.get_metric("my_judge").score(
+                Batch(texts=["good", "broken", "text"], reference_texts=[["ref"]] * 3))
+        finally:
+            registry.unregister("my_judge")
+        lenient = judge(Clair, server, tmp_path, template=template).score(
+            Batch(texts=["broken"], reference_texts=[["ref"]]))
+    assert result.values[0] == 0.9 and np.isnan(result.values[1:]).all()
+    assert [d["status"] for d in result.details] == ["json", "failed", "failed"] and result.details[1]["tries"] == 2
+    assert lenient.values[0] == 1.0  # the reference's number rule accepts "my score is 100"
+    sig = mine.signature()
+    assert sig["key"] == "my_judge" and sig["parser"] == "json-score-only/1" and sig["tries"] == 2
+    assert template.format(candidate_statements="- good\n", target_statements="- ref\n") in server.prompts()
+    with pytest.raises(ValueError, match="parser must be one of"):
+        Clair("http://h/v1", "m", parser="regex", cache_dir=False)

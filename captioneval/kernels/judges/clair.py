@@ -67,6 +67,27 @@ class Parsed:
     path: str | None
 
 
+def parse_json_only(text: str | None) -> Parsed:
+    """The stricter parser a user-defined judge may choose (``parser="json"``): rule 2 only, a numeric
+    ``score`` in the answer's first ``{...}``; anything else is a failed try (no number fallback, so
+    "my score is 100" in a reply that broke the format does not count)."""
+    if not isinstance(text, str):
+        return Parsed(None, None, None)
+    try:
+        data = json.loads("{" + text.split("{")[1].split("}")[0] + "}")
+        score = data["score"]
+    except (ValueError, KeyError, IndexError):
+        return Parsed(None, None, None)
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
+        return Parsed(None, None, None)
+    reason = data.get("reason", "Unknown")
+    return Parsed(float(score), reason if isinstance(reason, str) else json.dumps(reason), "json")
+
+
+#: parser name -> (function, version), for :class:`captioneval.metrics.judges.clair.Clair`'s ``parser``
+PARSERS = {"clair": None, "json": None}
+
+
 def parse(text: str | None) -> Parsed:
     """Rules 2 and 3 of the module docstring on one answer (None: no text, a failed try)."""
     if not isinstance(text, str):
@@ -88,3 +109,6 @@ def parse(text: str | None) -> Parsed:
     found = REASON.findall(text)
     reason = found[0].strip()[len("reason"):].replace(":", "").strip() if found else "Unknown"
     return Parsed(score, reason, "number")
+
+
+PARSERS.update({"clair": (parse, PARSER_VERSION), "json": (parse_json_only, "json-score-only/1")})

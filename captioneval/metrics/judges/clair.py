@@ -18,7 +18,11 @@ class Clair(JudgeMetric):
     answer above 100 is kept, as the reference keeps it: 250 gives 2.5).
 
     ``template``: the prompt, the reference's by default; a user-defined judge passes its own (fields
-    ``{candidate_statements}``, ``{target_statements}``: its hash is in the signature). ``tries``: how
+    ``{candidate_statements}``, ``{target_statements}``: its hash is in the signature); ``parser``
+    ``"clair"`` (the reference's rules) or ``"json"`` (only a numeric ``score`` in the first JSON
+    object; :func:`~captioneval.kernels.judges.clair.parse_json_only`). A user-defined judge is this
+    class with its own ``key``, ``name``, ``version``, ``template`` and ``parser``, registered as any
+    metric (docs/metrics.md). ``tries``: how
     many times a caption is asked before it fails (3). ``details`` per caption: ``status`` (``json``,
     ``number``, ``failed``, ``out_of_range``), ``score`` the model's number, ``reason``, ``tries``
     and ``replies`` (each reply's cache key, status and text)."""
@@ -34,8 +38,11 @@ class Clair(JudgeMetric):
     parser_version = k.PARSER_VERSION
 
     def __init__(self, endpoint=None, model=None, api_key_env=None, *, template: str = k.PROMPT, tries: int = k.TRIES,
-                 **options):
+                 parser: str = "clair", **options):
+        if parser not in k.PARSERS:
+            raise ValueError(f"parser must be one of {', '.join(k.PARSERS)}, got {parser!r}")
         self.template = template
+        self.parse, self.parser_version = k.PARSERS[parser]
         self.tries = int(tries)
         if self.tries < 1:
             raise ValueError("tries must be at least 1")
@@ -62,7 +69,7 @@ class Clair(JudgeMetric):
                 replies = client.complete_many([(bodies[i], attempt) for i in pending])
                 still = []
                 for i, reply in zip(pending, replies):
-                    parsed = k.parse(self.reply_text(reply))
+                    parsed = self.parse(self.reply_text(reply))
                     details[i]["tries"] = attempt + 1
                     details[i]["replies"].append(self.raw_of(reply))
                     if parsed.path is None:
