@@ -3,8 +3,11 @@ Language Models", EMNLP): a language model is asked how likely it is, on a scale
 a candidate set of captions describes the same image as a reference set, and answers in JSON.
 
 The prompt and the parse rules follow the reference implementation, ``clair/clair.py`` of
-github.com/davidmchan/clair (function ``clair``; MIT licence, copyright its authors, whose terms
-apply to this file's transcription of its rules):
+github.com/davidmchan/clair (function ``clair``). That repository could not be fetched where this
+was written: the rules were read from a copy of its ``clair.py`` (the same ``clair`` function, with
+an OpenAI client in place of its ``grazier`` engine) and are transcribed here rule by rule, with the
+prompt text that defines the metric; its licence terms (those of davidmchan/clair, not verified here)
+apply to this transcription:
 
 1. the prompt lists the candidates and the references one per line, each as ``"- " + caption``;
 2. the answer's first ``{...}``: the text after the first ``{`` up to the next ``}``, between
