@@ -176,3 +176,19 @@ def test_throughput_benchmark_runs_and_the_rerun_sends_nothing():
     result = module.run(captions=12, latency=0.001, levels=(1, 4))
     assert [r["requests"] for r in result["concurrency"].values()] == [12, 12]
     assert result["rerun"]["requests"] == 0 and result["rerun"]["cached"] == 12
+
+
+def test_token_budget_counts_the_reported_usage_and_ignores_nonsense(tmp_path):
+    usage = {"q0": 40, "q1": 70, "q2": -5, "q3": "lots", "q4": 10}
+
+    def behaviour(b, n):
+        q = b["messages"][0]["content"]
+        return Raw(200, json.dumps({"choices": [{"message": {"content": q}}], "usage": {"total_tokens": usage.get(q, 1)}}).encode())
+
+    with FakeOpenAI(behaviour) as server:
+        c, _ = make(server, tmp_path, concurrency=1, budget=jc.Budget(max_tokens=100))
+        with pytest.raises(jc.BudgetExhausted, match="100 tokens") as info:
+            c.complete_many([(body(f"q{i}"), 0) for i in range(5)])
+    assert info.value.done == 2 and c.budget.tokens == 110 and len(server.requests) == 2
+    b = jc.Budget()
+    assert [b.spend_tokens({"usage": {"total_tokens": v}}) for v in (-5, "lots", True, 7)] == [0, 0, 0, 7]

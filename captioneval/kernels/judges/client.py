@@ -17,7 +17,7 @@ protocol, https://platform.openai.com/docs/api-reference/chat), through httpx.
   request, written atomically (temporary file in the same folder, then ``os.replace``): a rerun, or a
   worker restarted after a crash, reads the answer instead of paying for it again.
 * **Budget.** :class:`Budget` counts the HTTP requests actually sent (retries included, cache hits
-  not); when it is spent :class:`BudgetExhausted` stops the run after the requests in flight, every
+  not) and the tokens the server says it used (``usage.total_tokens``); when either is spent :class:`BudgetExhausted` stops the run after the requests in flight, every
   answer received so far being in the cache.
 * **Untrusted replies.** A body over ``max_reply_bytes`` is cut there and marked ``too_large``; a
   body that is not JSON is kept as text (``invalid``); both are answers, cached and reported, never
@@ -148,13 +148,20 @@ class ReplyCache:
 
 
 class Budget:
-    """At most ``max_requests`` HTTP requests (None: unlimited); :meth:`take` is thread-safe."""
+    """At most ``max_requests`` HTTP requests and ``max_tokens`` tokens (None: unlimited); thread-safe.
 
-    def __init__(self, max_requests: int | None = None):
-        if max_requests is not None and int(max_requests) < 0:
-            raise ValueError("max_requests must be >= 0")
+    Tokens are those the server reports in each answer's ``usage.total_tokens`` (an untrusted
+    number: counted when it is a non-negative integer, else 0). A request is refused once the tokens
+    reached the limit, so the requests in flight when it is reached may go over it by one answer each."""
+
+    def __init__(self, max_requests: int | None = None, max_tokens: int | None = None):
+        for name, value in (("max_requests", max_requests), ("max_tokens", max_tokens)):
+            if value is not None and int(value) < 0:
+                raise ValueError(f"{name} must be >= 0")
         self.max_requests = None if max_requests is None else int(max_requests)
+        self.max_tokens = None if max_tokens is None else int(max_tokens)
         self.sent = 0
+        self.tokens = 0
         self._lock = threading.Lock()
 
     def take(self) -> bool:
@@ -162,8 +169,28 @@ class Budget:
         with self._lock:
             if self.max_requests is not None and self.sent >= self.max_requests:
                 return False
+            if self.max_tokens is not None and self.tokens >= self.max_tokens:
+                return False
             self.sent += 1
             return True
+
+    def spend_tokens(self, response: Any) -> int:
+        """Add an answer's ``usage.total_tokens`` (see the class docstring); returns what was added."""
+        try:
+            n = response["usage"]["total_tokens"]
+        except (TypeError, KeyError):
+            return 0
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            return 0
+        with self._lock:
+            self.tokens += n
+        return n
+
+    def describe(self) -> str:
+        """The limits, for messages: ``"100 requests"``, ``"5000 tokens"``..."""
+        parts = [f"{self.max_requests} requests"] if self.max_requests is not None else []
+        parts += [f"{self.max_tokens} tokens"] if self.max_tokens is not None else []
+        return " / ".join(parts) or "unlimited"
 
 
 @dataclass
@@ -284,7 +311,7 @@ class ChatClient:
         tries, last = 0, ""
         while True:
             if not self.budget.take():
-                raise BudgetExhausted(f"the judge's request budget ({self.budget.max_requests}) is spent",
+                raise BudgetExhausted(f"the judge's budget ({self.budget.describe()}) is spent",
                                       sent=self.budget.sent)
             tries += 1
             self._count("sent")
@@ -294,6 +321,8 @@ class ChatClient:
                     if response.status_code == 200:
                         data, cut = self._read(response)
                         reply = self._reply(key, data, cut, tries)
+                        if reply.status == "ok":
+                            self.budget.spend_tokens(reply.response)
                         if self.cache is not None:
                             self.cache.put(key, reply.record())
                         return reply

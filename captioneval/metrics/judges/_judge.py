@@ -46,7 +46,8 @@ class JudgeMetric(base.Metric):
     failure : ``"nan"`` (default) or ``"reference"``, see :data:`FAILURE_POLICIES`.
     concurrency, max_retries, backoff, max_backoff, timeout : see :class:`~captioneval.kernels.judges.client.ChatClient`.
     cache_dir : the reply cache (default :func:`default_cache_dir`; False: no cache).
-    max_requests : the request budget of one :meth:`score` call (None: unlimited).
+    max_requests, max_total_tokens : the budget of one :meth:`score` call: HTTP requests, and tokens
+        as the server reports them (``usage.total_tokens``); None: unlimited.
     max_reply_bytes : the largest reply read.
     transport, sleep : for tests (an httpx transport; the back-off's sleeping function).
 
@@ -68,6 +69,7 @@ class JudgeMetric(base.Metric):
                  temperature: float | None = None, max_tokens: int | None = None, failure: str = "nan",
                  concurrency: int = 8, max_retries: int = 4, backoff: float = 1.0, max_backoff: float = 30.0,
                  timeout: float = 120.0, cache_dir=None, max_requests: int | None = None,
+                 max_total_tokens: int | None = None,
                  max_reply_bytes: int = 1_000_000, transport=None, sleep=None, **attributes):
         super().__init__(**attributes)
         endpoint = endpoint or os.environ.get(URL_ENV)
@@ -81,7 +83,7 @@ class JudgeMetric(base.Metric):
         self.temperature = self.temperature_default if temperature is None else float(temperature)
         self.max_tokens = self.max_tokens_default if max_tokens is None else int(max_tokens)
         self.failure = failure
-        self.max_requests = max_requests
+        self.max_requests, self.max_total_tokens = max_requests, max_total_tokens
         if cache_dir is False:
             cache = None
         else:
@@ -95,7 +97,7 @@ class JudgeMetric(base.Metric):
 
     def client(self) -> jc.ChatClient:
         """A new client for one run (its own budget and counters)."""
-        return jc.ChatClient(self.endpoint, budget=jc.Budget(self.max_requests), **self.client_options)
+        return jc.ChatClient(self.endpoint, budget=jc.Budget(self.max_requests, self.max_total_tokens), **self.client_options)
 
     def parameters(self) -> dict:
         """Model, prompt template (its SHA-256 and name), temperature, max_tokens, the sampling settings
