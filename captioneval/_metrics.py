@@ -138,12 +138,30 @@ def learned(key: str, options: dict | None = None):
         raise MetricError(f"{known.LEARNED[key][0]}: {exc}") from None
 
 
+def judge(key: str, options: dict | None = None):
+    """A new object of the LLM judge ``key`` (CLAIR, FLEUR, RefFLEUR; :mod:`captioneval.metrics.judges`)
+    built with ``options`` (``endpoint``, ``model``, ``api_key_env``, ``cache_dir``, ``max_requests``,
+    ``failure``...), or None when ``key`` is not a judge or no option is given (the registry's object,
+    configured by the environment, or its reason, is used then). Raises :class:`MetricError` for an
+    option the judge does not take or a missing endpoint."""
+    from captioneval.metrics.builtin import judges as known
+
+    if key not in known.JUDGES or not options:
+        return None
+    try:
+        return known.judge_class(key)(**dict(options))
+    except (TypeError, ValueError) as exc:
+        raise MetricError(f"{known.JUDGES[key][0]}: {exc}") from None
+
+
 def get(key: str, options: dict | None = None):
-    """The metric object of ``key`` (a learned metric: a new object built with ``options``,
-    :func:`learned`). Raises :class:`MetricError` for a metric of the field this
+    """The metric object of ``key`` (a learned metric or a judge: a new object built with ``options``,
+    :func:`learned`, :func:`judge`). Raises :class:`MetricError` for a metric of the field this
     installation cannot run (SPICE, a broken plugin, a module whose package is missing, with the extra
     that installs it) or an unknown key (listing the known ones)."""
     metric = learned(key, options)  # first: a learned metric's object is built with its options
+    if metric is None:
+        metric = judge(key, options)
     if metric is not None:
         return metric
     metric = _builtin(key)

@@ -20,6 +20,11 @@ parameter (``options={"clip_s": {"model": "ViT-B-32.pt"}}``). Their corpus score
 per-caption scores (NaN left out), as their reference scripts report it. An image that is missing or
 cannot be read is an :class:`InputError` naming every such caption and file; no caption is scored
 without its image.
+
+The LLM judges (CLAIR, FLEUR, RefFLEUR; :mod:`captioneval.metrics.judges`) call a model behind an
+OpenAI-compatible endpoint given in ``options`` (or configured by the environment); their corpus
+score is the mean of the per-caption scores, the captions whose answer could not be scored (NaN)
+left out.
 """
 from __future__ import annotations
 
@@ -287,7 +292,9 @@ def evaluate(
         or bytes (:func:`image_sources`; ``image_files`` id -> file name inside the folder).
     options : metric key -> the learned metric's parameters, e.g. ``{"clip_s": {"model":
         "/models/ViT-B-32.pt", "device": "cpu"}}`` (:mod:`captioneval.metrics.learned`; they are in its
-        signature).
+        signature), or an LLM judge's (``clair``, ``fleur``, ``ref_fleur``): ``{"clair": {"endpoint":
+        "http://127.0.0.1:8000/v1", "model": NAME, "api_key_env": VARIABLE, "max_requests": N}}``
+        (:mod:`captioneval.metrics.judges`; FLEUR also needs ``images``).
 
     Returns
     -------
@@ -356,7 +363,9 @@ def evaluate(
         if metric.key == "meteor":  # the built-in METEOR (built-in keys are never shadowed)
             scores[metric.key], corpus[metric.key], methods[metric.key] = _meteor(cand_tokens, ref_tokens)
             continue
-        if metric.needs & learned_needs:
+        if metric.family == "judge":  # an LLM judge: its pictures are sent as they are (FLEUR)
+            values = np.asarray(_metrics.run(metric, batch).values, dtype=np.float64)
+        elif metric.needs & learned_needs:
             values = np.asarray(_score_learned(metric, batch, ids).values, dtype=np.float64)
         else:
             values = np.asarray(_metrics.run(metric, batch).values, dtype=np.float64)

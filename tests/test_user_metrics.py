@@ -28,6 +28,7 @@ from metrics.models import MetricRun, MetricScore
 from captioneval.metrics import plugins, registry
 from captioneval.text.tokenizer import ptb_tokenize
 from captioneval.metrics.builtin.learned import UNAVAILABLE as LEARNED  # the learned metrics not computed here
+from captioneval.metrics.builtin.judges import UNAVAILABLE as JUDGES  # the LLM judges without an endpoint
 from metrics.uploads import (
     UploadError,
     metric_display_name,
@@ -667,7 +668,7 @@ def test_broken_plugins_are_reported_and_built_ins_keep_working(subset, tmp_path
             # the built-ins and the good plugin still compute
             out = run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_1", "word_f1", "--wait")
             assert "bleu_1: done" in out and "word_f1: done" in out
-    assert "exploding" not in registry.UNAVAILABLE and set(registry.UNAVAILABLE) == {"spice", *LEARNED}
+    assert "exploding" not in registry.UNAVAILABLE and set(registry.UNAVAILABLE) == {"spice", *LEARNED, *JUDGES}
 
 
 def test_plugin_listing_in_a_fresh_process_survives_a_broken_plugin(tmp_path):

@@ -12,6 +12,12 @@ extra) take their weights from ``--model KEY=SPEC`` (a local file or folder, an 
 Face name, a file in ``$CAPTIONEVAL_MODELS_DIR``) and the CLIP family its pictures from ``--images
 DIR``: the file the annotation file's ``file_name`` names, else one named by the image id
 (:func:`captioneval.evaluate.image_sources`). A missing or unreadable picture is an error naming each.
+
+The LLM judges (``--metric clair fleur ref_fleur``) ask the model ``--judge-model`` served at
+``--judge-endpoint`` (an OpenAI-compatible API base; ``--judge-key-env VAR`` names the environment
+variable holding its key), at most ``--judge-max-requests`` requests per judge; FLEUR and RefFLEUR
+send the pictures of ``--images DIR``. Without these options the judges use ``CAPTIONEVAL_JUDGE_URL``
+and ``CAPTIONEVAL_JUDGE_MODEL``, or are unavailable (docs/metrics.md).
 """
 from __future__ import annotations
 
@@ -42,6 +48,11 @@ def add_parser(sub) -> None:
                         "(e.g. clip_s=/models/ViT-B-32.pt, pac_s=clip_ViT-B-32.pth); repeat per metric")
     p.add_argument("--device", default=None, metavar="DEVICE",
                    help="torch device of the learned metrics: cpu, cuda, cuda:1 (default: CUDA when present)")
+    p.add_argument("--judge-endpoint", metavar="URL",
+                   help="OpenAI-compatible API base of the LLM judges clair, fleur, ref_fleur (e.g. http://127.0.0.1:8000/v1)")
+    p.add_argument("--judge-model", metavar="NAME", help="the model the judges ask (as the server names it)")
+    p.add_argument("--judge-key-env", metavar="VAR", help="the environment variable holding the judge's API key")
+    p.add_argument("--judge-max-requests", type=int, metavar="N", help="request budget of each judge (default: none)")
     _io.add_output_options(p)
     p.set_defaults(run=run)
 
@@ -65,6 +76,22 @@ def learned_options(models: list[str], device: str | None, keys) -> dict:
             if key in LEARNED:
                 options.setdefault(key, {})["device"] = device
     return options
+
+
+def judge_options(args, keys) -> dict:
+    """``--judge-*`` as :func:`captioneval.evaluate`'s ``options`` for each judge among ``keys``
+    (the ``--metric`` keys): {} when no ``--judge-*`` option is given. Raises :class:`InputError` when
+    only one of ``--judge-endpoint`` and ``--judge-model`` is given."""
+    from ..metrics.builtin.judges import JUDGES
+
+    given = {"endpoint": args.judge_endpoint, "model": args.judge_model, "api_key_env": args.judge_key_env,
+             "max_requests": args.judge_max_requests}
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return {}
+    if not (args.judge_endpoint and args.judge_model):
+        raise InputError("--judge-endpoint", "give both --judge-endpoint URL and --judge-model NAME")
+    return {key: dict(given) for key in (keys or ()) if key in JUDGES}
 
 
 def image_files(annotations: str) -> dict:
@@ -100,7 +127,7 @@ def run(args) -> int:
     """Evaluate, print the table, write the per-caption scores; return 0."""
     _io.check_output(args.out)
     ids, captions, references, without = load(args.annotations, args.results)
-    options = learned_options(args.model, args.device, args.metric)
+    options = {**learned_options(args.model, args.device, args.metric), **judge_options(args, args.metric)}
     files = image_files(args.annotations) if args.images else None
     result = evaluate(captions, references, metrics=args.metric, ids=ids, tokenizer=args.tokenizer,
                       progress=_io.progress_enabled(args), images=args.images, image_files=files, options=options)
