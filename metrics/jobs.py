@@ -93,11 +93,15 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
     newest = {}
     for run in MetricRun.objects.filter(dataset=dataset).order_by("created_at").only("metric", "status"):
         newest[run.metric] = run.status
+    from captioneval.metrics.builtin.judges import JUDGES
+
     offered, refused = [], []
     not_now = registry.unavailable_now(list(registry.METRICS))  # METEOR without Java on this server
     for key, metric in registry.METRICS.items():
         reason = None
-        if key in not_now:
+        if key in JUDGES:  # an endpoint is configured, but the pipeline does not run judges yet
+            reason = pipeline.NOT_ON_THE_PLATFORM.format(name=metric.name).split(", ", 1)[1]
+        elif key in not_now:
             reason = not_now[key].split(": ", 1)[-1]  # "Java is not installed; install a JRE (...)"
         elif metric.needs_references() and not has_refs:
             reason = f"needs reference captions and {dataset.name} has none"
@@ -128,10 +132,15 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
 
 
 def display_name(key: str) -> str:
-    """The field's name of a metric this installation cannot run: the learned metrics' own (CLIP-S,
-    RefCLIP-S, PAC-S, RefPAC-S, BERTScore), else the key upper-cased (SPICE, a broken plugin's name)."""
+    """The field's name of a metric this installation cannot run: the learned metrics' and LLM judges'
+    own (CLIP-S, RefCLIP-S, PAC-S, RefPAC-S, BERTScore, CLAIR, FLEUR, RefFLEUR), else the key upper-cased
+    (SPICE, a broken plugin's name)."""
     from captioneval.metrics.builtin.learned import LEARNED
 
+    from captioneval.metrics.builtin.judges import JUDGES
+
+    if key in JUDGES:
+        return JUDGES[key][0]
     return LEARNED[key][0] if key in LEARNED else key.upper()
 
 

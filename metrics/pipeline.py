@@ -88,13 +88,23 @@ def get_dataset(name: str) -> Dataset:
 def validate_metrics(keys: Sequence[str] | None) -> list[str]:
     """Metric keys to run (group names such as ``diversity`` expanded), defaulting to the COCO
     metrics; PipelineError for unknown/unavailable keys."""
+    from captioneval.metrics.builtin.judges import JUDGES
+
     keys = registry.expand(keys or registry.DEFAULT_METRICS)
     for key in keys:
+        if key in JUDGES:
+            raise PipelineError(NOT_ON_THE_PLATFORM.format(name=JUDGES[key][0]))
         try:
             registry.get_metric(key)
         except ValueError as exc:
             raise PipelineError(str(exc)) from None
     return keys
+
+
+#: why the platform refuses an LLM judge even when an endpoint is configured (issue 34: the judges run
+#: from the library and the command line; the pipeline does not yet store their replies and reports)
+NOT_ON_THE_PLATFORM = ("{name} is an LLM judge, computed by the library and `captioneval evaluate --judge-endpoint` "
+                       "for now; the platform's pipeline does not run judges yet (docs/metrics.md)")
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from metrics import pipeline
 from metrics.models import MetricRun, MetricScore
 from captioneval.metrics import base, builtin, plugins, registry
 from captioneval.text.tokenizer import ptb_tokenize
+from captioneval.metrics.builtin import judges as judges_module
 from captioneval.metrics.builtin import learned as learned_module
 from captioneval.metrics.builtin.learned import LEARNED
 
@@ -214,8 +215,10 @@ def test_registry_order_groups_and_stored_run_identities_are_unchanged(settings,
     assert list(registry.BUILTIN_METRICS) == LEGACY_ORDER + computed
     assert registry.GROUPS == {**LEGACY_GROUPS, **({"learned": tuple(computed)} if computed else {})}
     assert registry.DEFAULT_METRICS == LEGACY_GROUPS["coco"]
-    # SPICE and the learned metrics the platform does not compute here (builtin/learned.py)
-    assert set(registry.UNAVAILABLE) == {"spice", *(set(LEARNED) - set(computed))}
+    # SPICE, the learned metrics the platform does not compute here (builtin/learned.py) and the LLM
+    # judges while no endpoint is configured (builtin/judges.py)
+    assert not judges_module.configured()
+    assert set(registry.UNAVAILABLE) == {"spice", *(set(LEARNED) - set(computed)), *judges_module.JUDGES}
     dataset = Dataset(name="flickr8k-expert")  # unsaved: run_params reads only the reference system's name
     dataset.reference_system = System(name="references")
     for key, kwargs, version, key_hash in LEGACY_IDENTITIES:

@@ -206,3 +206,28 @@ def test_bad_document_frequency_file_changes_nothing(subset, tmp_path):
     with pytest.raises(CommandError, match=r"missing.json: file not found"):
         run_command("compute_metrics", "--dataset", "sub", "--cider-df", str(tmp_path / "missing.json"))
     assert MetricRun.objects.count() == 0
+
+
+def test_llm_judges_are_refused_by_the_platform_even_with_an_endpoint(subset, monkeypatch):
+    """The judges run from the library and the command line (issue 34); the pipeline does not store
+    their replies yet, so compute_metrics refuses them (nothing written) and the compute form lists
+    them as refused by their names, also when an endpoint is configured and the registry has them."""
+    from captioneval.metrics.judges.clair import Clair
+    from metrics import jobs
+
+    with pytest.raises(CommandError, match="CLAIR is an LLM judge"):
+        run_command("compute_metrics", "--dataset", "sub", "--metric", "clair", "bleu_4")
+    assert not MetricRun.objects.exists()
+    offered, refused = jobs.metric_choices(Dataset.objects.get(name="sub"))
+    assert {r["key"]: r["name"] for r in refused if r["key"] in ("clair", "fleur", "ref_fleur")} == {
+        "clair": "CLAIR", "fleur": "FLEUR", "ref_fleur": "RefFLEUR"}
+    monkeypatch.setenv("CAPTIONEVAL_JUDGE_URL", "http://127.0.0.1:9/v1")  # as on a server with an endpoint
+    monkeypatch.setenv("CAPTIONEVAL_JUDGE_MODEL", "judge")
+    monkeypatch.setitem(registry.METRICS, "clair", Clair())
+    monkeypatch.delitem(registry.UNAVAILABLE, "clair", raising=False)
+    offered, refused = jobs.metric_choices(Dataset.objects.get(name="sub"))
+    assert "clair" not in {o["key"] for o in offered}
+    (row,) = [r for r in refused if r["key"] == "clair"]
+    assert row["name"] == "CLAIR" and "pipeline does not run judges yet" in row["reason"]
+    with pytest.raises(CommandError, match="CLAIR is an LLM judge"):
+        run_command("compute_metrics", "--dataset", "sub", "--metric", "clair")
