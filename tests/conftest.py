@@ -176,6 +176,15 @@ def stale(element):
     return predicate
 
 
+@pytest.fixture
+def learned_offline(monkeypatch, tmp_path):
+    """Nothing downloaded, an empty Hugging Face cache under ``tmp_path`` (tests.learned_models.offline),
+    for the tests of learned metrics (``pytestmark = pytest.mark.usefixtures("learned_offline")``)."""
+    from tests import learned_models
+
+    learned_models.offline(monkeypatch, tmp_path)
+
+
 @pytest.fixture(autouse=True)
 def _celery_join_allowed():
     """Each test starts with Celery's process-wide "a join would block" flag off.

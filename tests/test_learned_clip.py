@@ -21,9 +21,7 @@ GOLDEN = json.loads((Path(__file__).parent / "data/learned_goldens_clip.json").r
 TOL = 1e-6
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch, tmp_path):
-    lm.offline(monkeypatch, tmp_path)
+pytestmark = pytest.mark.usefixtures("learned_offline")
 
 
 @pytest.fixture(scope="module")
