@@ -169,11 +169,25 @@ def read_correlations(dataset, weighting=None):
 def unavailable_lines() -> list[dict]:
     """The metrics this installation cannot run, for the dataset page: ``{"key", "text"}`` with the
     field's name (CLIP-S, BERTScore, SPICE: :func:`metrics.jobs.display_name`, not the key upper-cased)
-    and the reason, said once when the reason already starts with the name."""
-    out = []
+    and the reason, said once when the reason already starts with the name; metrics with the same
+    reason share one line (``"CLAIR, FLEUR, RefFLEUR: ..."``, ``key`` their keys separated by spaces)."""
+    out: list[dict] = []
+    by_reason: dict[str, dict] = {}
     for key, reason in UNAVAILABLE.items():
         name = display_name(key)
-        out.append({"key": key, "text": reason if reason.startswith(name) else f"{name}: {reason}"})
+        if reason.startswith(name + ": "):  # "CLAIR: an LLM judge, ...": grouped by what follows the name
+            reason = reason[len(name) + 2:]
+        elif reason.startswith(name):
+            out.append({"key": key, "text": reason})
+            continue
+        if reason in by_reason:
+            line = by_reason[reason]
+            line["key"], line["names"] = f"{line['key']} {key}", [*line["names"], name]
+        else:
+            by_reason[reason] = line = {"key": key, "names": [name], "reason": reason}
+            out.append(line)
+    for line in by_reason.values():
+        line["text"] = f"{', '.join(line.pop('names'))}: {line.pop('reason')}"
     return out
 
 

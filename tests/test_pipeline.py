@@ -208,7 +208,7 @@ def test_bad_document_frequency_file_changes_nothing(subset, tmp_path):
     assert MetricRun.objects.count() == 0
 
 
-def test_llm_judges_are_refused_by_the_platform_even_with_an_endpoint(subset, monkeypatch):
+def test_llm_judges_are_refused_by_the_platform_even_with_an_endpoint(subset, monkeypatch, client):
     """The judges run from the library and the command line (issue 34); the pipeline does not store
     their replies yet, so compute_metrics refuses them (nothing written) and the compute form lists
     them as refused by their names, also when an endpoint is configured and the registry has them."""
@@ -221,6 +221,15 @@ def test_llm_judges_are_refused_by_the_platform_even_with_an_endpoint(subset, mo
     offered, refused = jobs.metric_choices(Dataset.objects.get(name="sub"))
     assert {r["key"]: r["name"] for r in refused if r["key"] in ("clair", "fleur", "ref_fleur")} == {
         "clair": "CLAIR", "fleur": "FLEUR", "ref_fleur": "RefFLEUR"}
+    # the dataset page says the judges' one reason once, naming the three
+    import html as html_module
+    import re
+
+    page = client.get("/datasets/sub/").content.decode()
+    lines = dict(re.findall(r'<p class="muted" data-unavailable="([^"]+)">(.*?)</p>', page, re.S))
+    assert html_module.unescape(lines["clair fleur ref_fleur"]).startswith(
+        "CLAIR, FLEUR, RefFLEUR: an LLM judge, and no endpoint is configured: set CAPTIONEVAL_JUDGE_URL")
+    assert page.count("no endpoint is configured") == 1 and "spice" in lines
     monkeypatch.setenv("CAPTIONEVAL_JUDGE_URL", "http://127.0.0.1:9/v1")  # as on a server with an endpoint
     monkeypatch.setenv("CAPTIONEVAL_JUDGE_MODEL", "judge")
     monkeypatch.setitem(registry.METRICS, "clair", Clair())

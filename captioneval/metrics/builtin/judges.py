@@ -36,7 +36,7 @@ def reasons() -> dict[str, str]:
     """key -> why it is unavailable: every judge while no endpoint is configured, else none."""
     if configured():
         return {}
-    return {key: (f"{name} is an LLM judge and no endpoint is configured: set {URL_ENV} (an OpenAI-compatible "
+    return {key: (f"{name}: an LLM judge, and no endpoint is configured: set {URL_ENV} (an OpenAI-compatible "
                   f"API base, e.g. a local vLLM or Ollama server's http://127.0.0.1:8000/v1) and {MODEL_ENV} "
                   "(see docs/metrics.md), or pass endpoint and model to captioneval.evaluate's options")
             for key, (name, _) in JUDGES.items()}
