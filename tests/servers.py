@@ -34,7 +34,9 @@ def database_url() -> str:
     return f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop ``proc`` started with ``start_new_session=True``: SIGTERM to its process group, SIGKILL
+    after 30 s."""
     os.killpg(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=30)
@@ -72,7 +74,7 @@ def web_and_worker(log_dir, *, threading: bool = True, ready_path: str = "/accou
         yield url, worker
     finally:
         for proc in (server, worker):
-            _stop(proc)
+            stop_group(proc)
         logs.seek(0)
         print(logs.read()[-3000:])
         logs.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -73,7 +72,7 @@ def test_clip_s_through_a_real_worker_on_the_gpu_queue(tiny, tmp_path, monkeypat
     from analysis.leaderboard import leaderboard
     from metrics.models import ImageFeature, MetricRun
 
-    from .servers import BROKER, database_url
+    from .servers import BROKER, database_url, stop_group
 
     lm.offline(monkeypatch, tmp_path)
     gpu = f"gpu-{uuid.uuid4().hex}"
@@ -94,11 +93,7 @@ def test_clip_s_through_a_real_worker_on_the_gpu_queue(tiny, tmp_path, monkeypat
         assert "clip_s: done, 12/12 scores" in computed.stdout
         assert worker.poll() is None, "the worker died"
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
+        stop_group(worker)
         log.seek(0)
         print(log.read()[-3000:])
     run = MetricRun.objects.get(metric="clip_s")
