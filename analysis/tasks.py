@@ -1,10 +1,12 @@
 """Celery tasks that compute reports off the request path (:mod:`analysis.cached_reports`).
 
 ``request_report`` is what a page calls: it returns the :class:`analysis.models.Report` row of a
-key, creating it and queueing ``compute_report`` the first time. Without a broker
-(``CELERY_TASK_ALWAYS_EAGER``, the quick start) the task runs in-process inside that first call,
-so the page gets the finished report; with a broker the page shows the report as queued or
-running and refreshes until it is done. A row whose task was lost (queued while the broker was
+key, creating it and queueing ``compute_report`` the first time. With a broker the page shows the
+report as queued or running and refreshes until it is done. Without a broker
+(``CELERY_TASK_ALWAYS_EAGER``, the quick start) a web request's report is computed in a daemon
+thread of the web process (``settings.REPORTS_IN_THREAD``, default on; :func:`metrics.jobs.in_background`),
+so the page shows the same progress; ``warm_reports`` and ``REPORTS_IN_THREAD=0`` compute it inside the
+call, which then returns the finished report. A row whose task was lost (queued while the broker was
 down, or a worker killed mid-computation) is queued again by the next request after
 ``LOST_AFTER`` (pending) or ``RUNNING_LOST_AFTER`` (running); a failed one after ``RETRY_AFTER``.
 What the web may ask for (offered settings, the rate limit, the cap on concurrent computations, the
@@ -16,6 +18,7 @@ import logging
 from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -80,7 +83,8 @@ def _store(kind: str, key: str, params: dict, report: Report | None, now, subjec
 def request_report(kind: str, key: str, params: dict, *, capped: bool = True, **subject) -> Report:
     """The report row of ``key`` (``kind`` a :class:`Report` kind; ``subject``: campaign=, dataset=,
     image=), queueing its computation when it is new or its task was lost. Returns the row as it
-    is after queueing: done already in the in-process mode unless the computation failed.
+    is after queueing: without a broker done already, unless the computation failed or went to a
+    thread (``capped`` and ``settings.REPORTS_IN_THREAD``).
 
     Reading a stored row records its use (:func:`analysis.limits.touch`). Storing a new computation
     expires the unused reports of other settings (:func:`analysis.limits.expire_unused`). With
@@ -102,7 +106,12 @@ def request_report(kind: str, key: str, params: dict, *, capped: bool = True, **
         report, created = _store(kind, key, params, report, now, subject)
     if created:
         limits.expire_unused(now)
-        _queue(report)
+        if capped and settings.REPORTS_IN_THREAD:
+            from metrics.jobs import in_background
+
+            in_background(cached_reports.compute, report.pk)
+        else:
+            _queue(report)
         report.refresh_from_db()
     return report
 

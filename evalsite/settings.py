@@ -45,6 +45,9 @@ environment:
     requests one client (its user, else its address) may make to the REST API under ``/api/``, as
     ``N/s``, ``N/m`` or ``N/h`` (default: ``RATER_RATE_LIMIT``, the rater pages' rate); ``0`` turns the
     limit off. See :mod:`api.base` and ``docs/api.md``.
+``REPORTS_IN_THREAD``
+    without a broker: ``1`` (default) computes a report a page asks for in a daemon thread of the web
+    process, so the page shows its progress and refreshes; ``0`` computes it inside the request.
 ``REPORT_RATE_LIMIT``, ``REPORT_MAX_COMPUTING``, ``REPORT_UNUSED_DAYS``
     report requests (dashboard pages, downloads, charts, the API's report resources) one client (its
     user, else its address) may make, one counter for all, as ``N/s``, ``N/m`` or ``N/h`` (default
@@ -352,6 +355,10 @@ API_RATE_LIMIT = os.environ.get("API_RATE_LIMIT", RATER_RATE_LIMIT)
 REPORT_RATE_LIMIT = os.environ.get("REPORT_RATE_LIMIT", "120/m")
 REPORT_MAX_COMPUTING = int(os.environ.get("REPORT_MAX_COMPUTING", "4"))
 REPORT_UNUSED_DAYS = float(os.environ.get("REPORT_UNUSED_DAYS", "7"))
+# Without a broker, a report a page asks for is computed in a daemon thread of the web process, so the
+# page shows its progress at once instead of computing inside the request (analysis.tasks.request_report);
+# REPORTS_IN_THREAD=0 computes it inside the request, as a Celery eager task would (the tests do).
+REPORTS_IN_THREAD = CELERY_TASK_ALWAYS_EAGER and os.environ.get("REPORTS_IN_THREAD", "1") == "1"
 #: dataset uploads whose files together are larger than this (bytes) are imported by a background job
 #: (api.imports: 202 with the job's URL) instead of inside the request
 API_INLINE_IMPORT_BYTES = int(os.environ.get("API_INLINE_IMPORT_BYTES", str(1024 * 1024)))

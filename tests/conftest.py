@@ -203,6 +203,14 @@ def _celery_join_allowed():
 
 
 @pytest.fixture(autouse=True)
+def _reports_inside_the_request(settings):
+    """Tests read a page's report in the response that asked for it: without a broker they compute it
+    inside the request (``REPORTS_IN_THREAD`` off), unless they set ``settings.REPORTS_IN_THREAD``
+    themselves (tests/test_report_thread.py checks the quick start's thread)."""
+    settings.REPORTS_IN_THREAD = False
+
+
+@pytest.fixture(autouse=True)
 def _no_rate_limit_unless_asked(settings):
     """Simulated raters act much faster than people: tests switch the rater rate limit off unless
     they set ``settings.RATER_RATE_LIMIT`` (``API_RATE_LIMIT`` for the REST API, ``REPORT_RATE_LIMIT`` for
