@@ -177,6 +177,8 @@ STATIC_ROOT.mkdir(exist_ok=True)  # collectstatic writes here; WhiteNoise also r
 WHITENOISE_USE_FINDERS = True
 # Uploaded dataset pictures, one folder per dataset (crowd.images); served by crowd.views.images.
 IMAGES_ROOT = Path(os.environ.get("EVALSITE_IMAGES_ROOT", VAR_DIR / "media" / "images"))
+# Dataset exports stored per dataset version (crowd.export_store), streamed by /datasets/<name>/export.<fmt>.
+EXPORTS_ROOT = Path(os.environ.get("EVALSITE_EXPORTS_ROOT", VAR_DIR / "exports"))
 
 # Shared cache (rate limits). A cache that is down never blocks a rater: limits then fail open.
 CACHES = {

@@ -203,6 +203,12 @@ def _celery_join_allowed():
 
 
 @pytest.fixture(autouse=True)
+def _exports_in_tmp(settings, tmp_path):
+    """Each test stores dataset exports (crowd.export_store) in its own folder: test databases reuse ids."""
+    settings.EXPORTS_ROOT = tmp_path / "exports"
+
+
+@pytest.fixture(autouse=True)
 def _reports_inside_the_request(settings):
     """Tests read a page's report in the response that asked for it: without a broker they compute it
     inside the request (``REPORTS_IN_THREAD`` off), unless they set ``settings.REPORTS_IN_THREAD``

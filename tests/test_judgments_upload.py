@@ -283,7 +283,7 @@ def test_export_downloads_round_trip_through_the_importer(tmp_path):
         response = anonymous.get(f"/datasets/my-bench/export.{fmt}")
         assert response.status_code == 200
         assert response["Content-Disposition"] == f'attachment; filename="my-bench.{fmt}"'
-        body = response.content
+        body = b"".join(response.streaming_content)  # streamed from the stored file (crowd.export_store)
         mapping = export_dataset(dataset, fmt, io.StringIO())
         path = tmp_path / f"download.{fmt}"
         path.write_bytes(body)
@@ -320,9 +320,36 @@ def test_export_leaves_out_an_unpublished_campaign(tmp_path):
     engine.submit(assignment.pk, worker, {"description": "a purple zebrafish only the campaign has seen"})
     assert Caption.objects.filter(text__contains="purple zebrafish").exists()
     for fmt in ("jsonl", "csv"):
-        body = Client().get(f"/datasets/my-bench/export.{fmt}").content.decode()
+        body = b"".join(Client().get(f"/datasets/my-bench/export.{fmt}").streaming_content).decode()
         assert "zebrafish" not in body and "campaign-secret" not in body
         assert rows[0]["mt"].split()[1] in body
+
+
+def test_export_is_built_once_per_dataset_version_and_streamed_from_disk(tmp_path, settings):
+    """The stored file (crowd.export_store) serves every download until what it reads changes: a new
+    imported rating gives a new version, built once, and the old version's file is deleted."""
+    from unittest import mock
+
+    from crowd import export_store
+
+    rows = thumb_rows(6)
+    client = staff_client()
+    assert post_file(client, write_jsonl(tmp_path / "bench.jsonl", rows)).status_code == 302
+    dataset = Dataset.objects.get(name="my-bench")
+    with mock.patch.object(export_store, "export_dataset", wraps=export_store.export_dataset) as built:
+        first = b"".join(Client().get("/datasets/my-bench/export.csv").streaming_content)
+        second = b"".join(Client().get("/datasets/my-bench/export.csv").streaming_content)
+        assert built.call_count == 1 and first == second
+        stored = sorted(p.name for p in settings.EXPORTS_ROOT.iterdir())
+        assert len(stored) == 2 and stored[0].endswith(".csv") and stored[1].endswith(".csv.command")
+        assert (settings.EXPORTS_ROOT / stored[0]).read_bytes() == first
+        judgment = HumanJudgment.objects.filter(image__dataset=dataset).first()
+        HumanJudgment.objects.create(image=judgment.image, system=judgment.system, caption=judgment.caption,
+                                     criterion=judgment.criterion, score=0.125, rater="late-rater")
+        third = b"".join(Client().get("/datasets/my-bench/export.csv").streaming_content)
+        assert built.call_count == 2 and b"late-rater" in third and b"late-rater" not in first
+        assert len(list(settings.EXPORTS_ROOT.iterdir())) == 2  # the older version's files are gone
+        assert not list(settings.EXPORTS_ROOT.glob(".building-*"))
 
 
 def test_export_of_a_dataset_the_format_cannot_hold_answers_400_with_the_reason():

@@ -26,8 +26,6 @@ Layering: crowd only (no metrics or analysis import); the dataset page is named 
 """
 from __future__ import annotations
 
-import copy
-import io
 import os
 import re
 import tempfile
@@ -37,13 +35,13 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
 from crowd import images
-from crowd.dataset_export import EXPORT_FORMATS, export_dataset, import_command
-from crowd.privacy import private_system_ids
+from crowd.dataset_export import EXPORT_FORMATS
+from crowd.export_store import public_view, stored_export
 from crowd.importers.base import DatasetExistsError, DatasetFormatError, import_limit, shorten
 from crowd.importers import judgments as judgments_importer
 from crowd.importers.judgments import JUDGMENTS_KIND, JudgmentMapping, import_judgments
@@ -340,40 +338,24 @@ def judgments_upload(request):
 
 # --- export -----------------------------------------------------------------------------------------
 
-def public_view(dataset: Dataset) -> Dataset:
-    """``dataset`` as the public pages show it, for :func:`crowd.dataset_export.export_dataset`: a
-    copy of the instance whose ``candidates()`` leaves out the systems of unpublished campaigns
-    (:func:`crowd.privacy.private_system_ids`); the instance itself when there are none. The export
-    already reads imported judgments only (``campaign`` null), as the public reports do, so no
-    campaign's ratings reach it."""
-    hidden = private_system_ids(dataset)
-    if not hidden:
-        return dataset
-    view = copy.copy(dataset)
-    view.candidates = lambda: Dataset.candidates(dataset).exclude(system_id__in=hidden)
-    return view
-
-
 @require_safe
 def dataset_export(request, name, fmt):
     """Dataset ``name`` as a re-importable judgment file (``fmt`` jsonl or csv), attachment
-    ``<name>.<fmt>``; 404 for an unknown dataset or format, 400 (plain text, one line) when the
-    format cannot hold the dataset. The manage.py line that re-imports it is in the header
-    ``X-Import-Command``."""
+    ``<name>.<fmt>``, streamed from the file stored for the dataset's current version
+    (:func:`crowd.export_store.stored_export`; built here only when no visit or ``warm_reports`` built
+    it yet); 404 for an unknown dataset or format, 400 (plain text, one line) when the format cannot
+    hold the dataset. The manage.py line that re-imports it is in the header ``X-Import-Command``."""
     if fmt not in EXPORT_FORMATS:
         raise Http404("no such export format")
     dataset = public_view(get_object_or_404(Dataset, name=name))
-    out = io.StringIO()
     try:
-        mapping = export_dataset(dataset, fmt, out)
+        path, command = stored_export(dataset, fmt)
     except ValueError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else "this dataset cannot be exported"
         return HttpResponse(f"{reason}\n", status=400, content_type="text/plain; charset=utf-8")
     content_type = "application/jsonl" if fmt == "jsonl" else "text/csv"
-    response = HttpResponse(out.getvalue().encode("utf-8"), content_type=f"{content_type}; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{dataset.name}.{fmt}"'
-    command = import_command(dataset.name, f"{dataset.name}.{fmt}", mapping)
+    response = FileResponse(open(path, "rb"), as_attachment=True, filename=f"{dataset.name}.{fmt}",
+                            content_type=f"{content_type}; charset=utf-8")
     response["X-Import-Command"] = " ".join(command.split())[:2000].encode("ascii", "replace").decode()
     response["X-Content-Type-Options"] = "nosniff"
     return response
-

@@ -6,7 +6,8 @@ first visit waits for one: for every dataset (or those named) its correlation re
 interactive scatter of each computed metric (not for forced-choice benchmarks, whose page is the
 benchmark page) and its benchmark report for each of
 its protocol's criteria (the comparison page charts every one) and its example explorer table, the
-cross-benchmark comparison, and every campaign's report. Each report is requested exactly as a page
+cross-benchmark comparison, every campaign's report, and the dataset's bulk downloads
+(``export.jsonl``/``export.csv``, stored per dataset version by :mod:`crowd.export_store`). Each report is requested exactly as a page
 requests it (:func:`analysis.tasks.request_report`, same key): without a broker it is computed here,
 in-process; with one it is queued for the Celery workers and this command only says so. Reports
 already stored for the current inputs are left as they are. ``./run demo`` runs it before serving.
@@ -17,12 +18,16 @@ setting) print one line and exit non-zero, with nothing requested.
 """
 from __future__ import annotations
 
+import time
+
 from django.core.management.base import BaseCommand, CommandError
 
 from analysis import cached_reports
 from analysis.benchmarks import DEFAULT_ALPHA, DEFAULT_PERMUTATIONS, DEFAULT_RESAMPLES
 from analysis.models import Report
 from analysis.warm import reports_for, request_all
+from crowd.dataset_export import EXPORT_FORMATS
+from crowd.export_store import public_view, stored_export
 from crowd.models import Dataset
 
 
@@ -61,3 +66,11 @@ class Command(BaseCommand):
             problem = cached_reports.problem(row.data) if row.status == Report.DONE else None
             note = f" (the page will say: {problem})" if problem else ""
             self.stdout.write(f"{label}: {state} in {seconds:.1f} s{note}")
+        for dataset in datasets:  # the bulk downloads, stored per dataset version (crowd.export_store)
+            for fmt in EXPORT_FORMATS:
+                t0 = time.perf_counter()
+                try:
+                    stored_export(public_view(dataset), fmt)
+                except ValueError:  # a format that cannot hold this dataset: the page offers no link
+                    continue
+                self.stdout.write(f"{dataset.name}: export.{fmt}: ready in {time.perf_counter() - t0:.1f} s")
