@@ -4,8 +4,13 @@ The correlation report (bootstrap intervals of every metric) is computed once by
 and read here (:mod:`analysis.cached_reports`, :func:`analysis.tasks.read_report`): a page whose
 report is not stored yet says it is being computed and reloads itself; a download answers 202
 (500 if the computation failed) with ``Retry-After`` until the report is stored, then the
-documented JSON or CSV. Without a broker (the quick start) the task runs inside the first request.
+documented JSON or CSV. Without a broker (the quick start) the task runs in a thread of the web
+process (``settings.REPORTS_IN_THREAD``; inside the first request when that is off). The home page's
+counts are cached (:func:`index_counts`).
 """
+import hashlib
+import json
+
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
@@ -67,18 +72,37 @@ def human_data(dataset) -> list[str]:
     return out
 
 
+#: seconds the home page's counts are kept at most (a deletion, which no max id sees, shows within this time)
+INDEX_COUNTS_SECONDS = 300
+
+
+def index_counts(datasets: list) -> dict[int, dict]:
+    """Each dataset's images, candidate captions and human data (:func:`human_data`) as the home page
+    shows them, by dataset pk: counted once, then read from the cache (``django.core.cache``) while the
+    datasets and the largest ids of images, captions and judgments stay the same (one index lookup
+    per table, however large the tables), for at most :data:`INDEX_COUNTS_SECONDS`."""
+    from django.core.cache import cache
+    from django.db import connection
+    from django.db.models import Max
+
+    from crowd.models import Caption, HumanJudgment, Image, PairwiseJudgment
+
+    version = [connection.settings_dict["NAME"], [(d.pk, d.fingerprint, d.reference_system_id) for d in datasets]]
+    version += [m.objects.aggregate(top=Max("pk"))["top"] for m in (Image, Caption, HumanJudgment, PairwiseJudgment)]
+    key = "index-counts:" + hashlib.sha256(json.dumps(version, default=str).encode()).hexdigest()
+    counts = cache.get(key)
+    if counts is None:
+        counts = {d.pk: {"n_images": d.images.count(), "n_candidates": d.candidates().count(), "human": human_data(d)}
+                  for d in datasets}
+        cache.set(key, counts, INDEX_COUNTS_SECONDS)
+    return counts
+
+
 @require_GET
 def index(request):
-    datasets = [
-        {
-            "dataset": d,
-            "n_images": d.images.count(),
-            "n_candidates": d.candidates().count(),
-            "human": human_data(d),
-            "runs": _runs(d),
-        }
-        for d in Dataset.objects.all()
-    ]
+    all_datasets = list(Dataset.objects.all())
+    counts = index_counts(all_datasets)
+    datasets = [{"dataset": d, **counts[d.pk], "runs": _runs(d)} for d in all_datasets]
     return render(request, "analysis/index.html", {"datasets": datasets})
 
 
