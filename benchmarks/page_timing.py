@@ -187,6 +187,7 @@ def examples() -> dict:
         "analysis:dataset": [{"name": n} for n in BENCHMARKS],
         "analysis:explorer": [{"name": n} for n in BENCHMARKS],
         "crowd:campaign-export": [{"name": DEMO_CAMPAIGN, "fmt": f} for f in ("csv", "jsonl")],
+        "crowd:dataset-export": [{"name": n, "fmt": f} for n in BENCHMARKS for f in ("csv", "jsonl")],
         "password_reset_confirm": [{"uidb64": base["uidb64"], "token": default_token_generator.make_token(demo)}],
     }
     return {"base": base, "per_name": per_name, "campaign": campaign.name}
@@ -237,17 +238,24 @@ def linked_urls(html: str) -> list[str]:
     return out
 
 
+def _get(client, url: str):
+    """GET ``url`` and read the whole body (a streamed download included: its time is the transfer's),
+    returning (response, body bytes)."""
+    response = client.get(url)
+    body = b"".join(response.streaming_content) if getattr(response, "streaming", False) else response.content
+    return response, body
+
+
 def time_url(client, url: str, repeats: int) -> dict:
     t0 = time.perf_counter()
-    response = client.get(url)
+    response, body = _get(client, url)
     cold = time.perf_counter() - t0
-    client.get(url)  # a second warm-up: a report queued by the first request is read now
+    _get(client, url)  # a second warm-up: a report queued by the first request is read now
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        response = client.get(url)
+        response, body = _get(client, url)
         times.append(time.perf_counter() - t0)
-    body = b"" if getattr(response, "streaming", False) else response.content
     return {"url": url, "status": response.status_code, "seconds": round(statistics.median(times), 4),
             "cold_seconds": round(cold, 4), "max_seconds": round(max(times), 4), "bytes": len(body),
             "html": body.decode("utf-8", "replace") if "html" in response.get("Content-Type", "") else ""}
