@@ -3,9 +3,10 @@
 
 A real server on the embedded SQLite default (gunicorn, two processes of eight threads, in-process
 tasks) answers rounds of 16 concurrent page, report and chart requests while ``compute_metrics``
-writes scores into the same file and the pages themselves store the reports they compute (half of
-each round asks, as staff, for a benchmark with a new seed, so 8 requests create and store a report at once);
-no answer may be a 5xx. The settings that make it so (WAL, busy timeout, ``BEGIN IMMEDIATE``) are checked on
+writes scores into the same file and the server's report threads (``REPORTS_IN_THREAD``, the quick
+start's default) store the reports the pages ask for (half of each round asks, as staff, for a benchmark
+with a new seed, so 8 requests start a report at once); no answer may be a 5xx other than a chart's 503
+"the report is running", and no report may fail. The settings that make it so (WAL, busy timeout, ``BEGIN IMMEDIATE``) are checked on
 the file too."""
 import os
 import re
@@ -108,9 +109,21 @@ def test_parallel_requests_during_writes_never_answer_database_is_locked(tmp_pat
         out, err = writer.communicate(timeout=600)
         assert writer.returncode == 0, err[-2000:]
         assert out.count(": done,") == 3, out
-        errors = [(p, s, t) for p, s, t in answers if s >= 500]
+        # a chart whose report a thread of the server is computing answers 503 "the report is running"
+        # (or queued) with Retry-After, as with a broker: progress, not an error (docs/dashboard.md)
+        progress = [(p, s, t) for p, s, t in answers if s == 503 and re.search(r"report is (running|pending)", t)]
+        errors = [(p, s, t) for p, s, t in answers if s >= 500 and (p, s, t) not in progress]
         assert not errors, errors[:5]
-        assert len(answers) >= 48 and {s for _, s, _ in answers} <= {200, 202, 404}, {s for _, s, _ in answers}
+        assert len(answers) >= 48 and {s for _, s, _ in answers} <= {200, 202, 404, 503}, {s for _, s, _ in answers}
+        # the server's threads stored every report they computed: none failed (a locked database would)
+        deadline = time.monotonic() + 300
+        with sqlite3.connect(database, timeout=30) as db:
+            while db.execute("SELECT count(*) FROM analysis_report WHERE status IN ('pending', 'running')").fetchone()[0]:
+                assert time.monotonic() < deadline, "the server's report threads did not finish"
+                time.sleep(0.5)
+            failed = db.execute("SELECT kind, error FROM analysis_report WHERE status = 'failed'").fetchall()
+            done = db.execute("SELECT count(*) FROM analysis_report WHERE status = 'done'").fetchone()[0]
+        assert not failed and done >= 8, (failed, done)
         log.seek(0)
         assert "database is locked" not in log.read()
     finally:
