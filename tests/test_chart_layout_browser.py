@@ -44,11 +44,12 @@ return {scrollWidth: document.documentElement.scrollWidth, innerWidth: window.in
 
 
 def _ready(driver) -> bool:
-    """Every interactive chart drawn and every picture loaded (or failed)."""
+    """Every interactive chart drawn and every picture loaded (or failed; a lazy one below the fold
+    is not asked for)."""
     return driver.execute_script(
         "return document.readyState === 'complete'"
         " && [...document.querySelectorAll('figure.chart')].every(f => f.dataset.ready === '1')"
-        " && [...document.querySelectorAll('main img')].every(i => i.complete);")
+        " && [...document.querySelectorAll('main img')].every(i => i.complete || i.loading === 'lazy');")
 
 
 def _open(driver, url: str, width: int) -> dict:
