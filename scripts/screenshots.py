@@ -142,7 +142,8 @@ def shoot(driver, url: str, path: Path, width: int) -> int:
         if now <= height:
             break
         height = now
-        driver.set_window_size(width, max(height, 600))
+        chrome = driver.execute_script("return window.outerHeight - window.innerHeight")  # the window's own bars
+        driver.set_window_size(width, max(height, 600) + max(chrome, 0))
         time.sleep(0.3)
     driver.save_screenshot(str(path))
     from PIL import Image  # 256 colours: a third of the size, the same look for pages of flat colours
