@@ -9,7 +9,8 @@ window's width; a wide table scrolls inside its own box) and every chart is draw
 wide. At 1400 px: no chart is cut, its drawing inside its box and every text of it (title,
 subtitle, axis titles, legend labels) inside the drawing. The explorer keeps the sorted column and
 the disagreement in view beside the caption at 1400 px, with the pictures as thumbnails. Screenshots
-of each page at both widths go to the test's tmp_path."""
+of each page at both widths go to the test's tmp_path. Beside the charts: the owner's task preview
+draws no empty notice box under its Submit button."""
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -141,3 +142,28 @@ def test_every_chart_page_fits_a_phone_and_is_not_cut_on_a_desktop(browser, live
     assert rows and len(thumbs) == len(rows)  # every row's picture as a thumbnail (the placeholders)
     WebDriverWait(browser, 30).until(lambda d: d.execute_script(  # the first rows' pictures (lazy below the fold)
         "return [...document.querySelectorAll('img.thumb')].slice(0, 3).every(i => i.complete && i.naturalWidth > 0);"))
+
+
+def test_the_preview_shows_no_empty_notice_under_submit(browser, live_server, subset_dir):
+    """The owner's preview of a task: the notice under its Submit button (the result of a tried
+    answer) is marked hidden until there is something to say, and stays hidden whatever its class
+    displays it as (the .notice box once drew an empty yellow frame there); at 390 px the page does
+    not scroll sideways."""
+    from django.contrib.auth.models import User
+
+    from crowd.models import Dataset
+
+    from .test_campaign_console import login, rating
+
+    run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
+    alice = User.objects.create_user("alice", password="pw")
+    rating(Dataset.objects.get(name="sub"), alice, name="preview-study")
+    login(browser, live_server, "alice")
+    for width in (PHONE, DESKTOP):
+        browser.set_window_size(width, 1000)
+        browser.get(f"{live_server.url}/campaigns/preview-study/preview/")
+        WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.ID, "submit"))
+        notice = browser.find_element(By.ID, "preview-result")
+        assert notice.get_attribute("hidden") is not None and not notice.is_displayed()
+        assert browser.execute_script("return getComputedStyle(arguments[0]).display", notice) == "none"
+        assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
