@@ -75,7 +75,7 @@ def chart_data(subset_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(charts, "MAX_POINTS", 100)
     run_command("import_dataset", "flickr8k-expert", str(subset_dir), "--name", "sub")
     run_command("compute_metrics", "--dataset", "sub", "--metric", "bleu_4", "rouge_l", "cider_d", "self_cider", "lsa",
-                "mbleu_4", "--wait")
+                "mbleu_4", "set_accuracy", "--wait")
     run_command("placeholder_images", "sub", str(tmp_path / "pictures"), "--set-source")  # the explorer's thumbnails
     run_command("import_dataset", "pascal50s", str(PASCAL), "--name", "pascal")
     run_command("compute_metrics", "--dataset", "pascal", "--metric", "bleu_4", "cider_d", "--wait")
