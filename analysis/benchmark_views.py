@@ -225,14 +225,13 @@ def benchmark_chart(request, name, level, statistic, fmt="png"):
     key = f"benchmark-chart:{digest}:{fmt}"
     png = cache.get(key)
     if png is None:
-        from .charts import bar_entries
+        from .charts import bar_entries, bar_title
 
         bars = bar_entries(report, level, statistic)
         entries = [{"name": e["name"], "value": e["value"], "ci95": [e["lo"], e["hi"]], "rank": e["rank"]} for e in bars["entries"]]
         ceiling = bars["ceiling"] and {"value": bars["ceiling"]["value"], "ci95": [bars["ceiling"]["lo"], bars["ceiling"]["hi"]],
                                        "label": bars["ceiling"]["label"]}
-        title = f"{report['dataset']} ({report.get('criterion') or report['task']}), {level} level"
-        png = plots.benchmark_bars_png(entries, bars["label"], ceiling, title, bars["note"], chance=bars["chance"], fmt=fmt)
+        png = plots.benchmark_bars_png(entries, bars["label"], ceiling, bar_title(report, level, statistic), bars["note"], chance=bars["chance"], fmt=fmt)
         cache.set(key, png, 3600)
     response = HttpResponse(png, content_type=plots.FORMATS[fmt])
     if fmt != "png":

@@ -136,6 +136,4 @@ def benchmark_chart_spec(request, name, level, statistic):
     if statistic not in known:
         raise Http404(f"unknown statistic {statistic!r}")
     bars = charts.bar_entries(report, level, statistic)
-    what = report.get("criterion") or report["task"]
-    title = f"{report['dataset']} ({what}), {level} level: {bars['label']}"
-    return JsonResponse(charts.bar_spec(bars, title))
+    return JsonResponse(charts.bar_spec(bars, charts.bar_title(report, level, statistic)))

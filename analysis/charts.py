@@ -206,8 +206,11 @@ def scatter_data(dataset, metric: str, max_points: int = MAX_POINTS, seed: int =
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"  # an identifier only: never fetched
 
 
-def _base(title: str, subtitle: str = "", width="container", height: int = 320) -> dict:
-    spec = {"$schema": SCHEMA, "width": width, "height": height, "autosize": {"type": "fit", "contains": "padding"},
+def _base(title: str, subtitle: str = "", width="container", height: int = 260) -> dict:
+    """The frame of a chart: as wide as its box (``width`` "container", autosize "fit-x": the axes,
+    labels and legends fit inside the box's width), ``height`` px of plot (title and legends below it
+    add to it, so a title wrapped on a phone does not squeeze the plot), the title at the left."""
+    spec = {"$schema": SCHEMA, "width": width, "height": height, "autosize": {"type": "fit-x", "contains": "padding"},
             "title": {"text": title, "anchor": "start", "fontSize": 13}}
     if subtitle:
         spec["title"]["subtitle"] = subtitle
@@ -357,6 +360,23 @@ def bar_entries(report: dict, level: str, statistic: str) -> dict:
     return out
 
 
+def bar_title(report: dict, level: str, statistic: str) -> str:
+    """The title of one benchmark chart (the interactive chart and its PNG/SVG/PDF figures):
+    "<dataset> (<criterion or task>), <level> level: <label>"; on a forced-choice benchmark a
+    category's chart is titled by its subset (PASCAL-50S: "pascal50s, HC subset: accuracy (x100)"),
+    the chart of every pair "pascal50s, all pairs: accuracy (x100)", so charts of the same
+    statistic are told apart. ``report`` is a stored benchmark report
+    (:func:`analysis.benchmarks.benchmark_report`)."""
+    from .benchmarks import LABELS
+
+    if report["task"] == "forced_choice":
+        categories = (report.get("protocol") or {}).get("categories") or []
+        subset = f"{statistic} subset" if statistic in categories else "all pairs"
+        return f"{report['dataset']}, {subset}: accuracy (x100)"
+    what = report.get("criterion") or report["task"]
+    return f"{report['dataset']} ({what}), {level} level: {LABELS.get(statistic, statistic)} (x100)"
+
+
 def bar_spec(bars: dict, title: str) -> dict:
     """Vega-Lite spec of one benchmark chart from :func:`bar_entries`: a bar per metric (x100) with
     its 95% interval as an error bar, the significance-cluster rank as a text label, the human
@@ -410,7 +430,7 @@ def bar_spec(bars: dict, title: str) -> dict:
                 "tooltip": [{"field": "line", "title": "line"}, {"field": "y", "title": y_title, "format": ".1f"}],
             },
         })
-    spec = _base(title, bars.get("note", ""), height=280)
+    spec = _base(title, bars.get("note", ""), height=220)
     spec.update({"layer": layers, "usermeta": {
         "kind": "bars", "ceiling": bars.get("ceiling"), "chance": bars.get("chance"), "note": bars.get("note", ""),
         "unit": "x100", "values": {e["metric"]: e["value"] for e in entries}}})
@@ -465,7 +485,7 @@ def leaderboard_interval_spec(entries: list[dict], axis_title: str, title: str, 
          "mark": {"type": "text", "align": "left", "dx": 5, "fontSize": 10, "color": "#222"},
          "encoding": {"y": y, "x": {"field": "top", "type": "quantitative", "scale": x_scale}, "text": {"field": "rank_label"}}},
     ]
-    spec = _base(title, subtitle, height=max(150, 30 * len(values) + 60))
+    spec = _base(title, subtitle, height=max(90, 30 * len(values)))
     spec.update({"layer": layers, "usermeta": {
         "kind": "leaderboard-intervals", "systems": order, "baseline": baseline,
         "values": {e["system"]: e["value"] for e in values}}})

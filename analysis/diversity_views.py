@@ -80,6 +80,8 @@ def diversity_page(request, name):
     return render(request, "analysis/diversity.html", {
         "dataset": dataset, "summary": summary, "problem": problem, "images": images, "m": m, "beta2": beta2,
         "query": f"?{query}" if query else "", "has_vocabulary": has_vocabulary,
+        # the diversity-accuracy chart and the F-score need the accuracy run: without it they would be empty
+        "has_accuracy": bool(summary) and any(r.get("set_accuracy") is not None for r in summary["systems"]),
         "lexical": [k for k in ("ttr", "root_ttr", "log_ttr", "hdd", "mtld") if summary and k in summary["runs"]],
     })
 

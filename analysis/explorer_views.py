@@ -20,7 +20,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils.html import escape
 from django.views.decorators.http import require_GET
 
-from crowd.models import Dataset
+from crowd.models import Dataset, Image
 from captioneval.utils import csvsafe
 
 from . import cached_reports, explorer
@@ -62,6 +62,57 @@ def _url(q: explorer.Query, **changes) -> str:
     return "?" + urlencode(q.params(**changes))
 
 
+#: columns shown first, before any other: the image (a thumbnail), the caption and its human score
+FRONT = ("image", "text", "human")
+
+
+def column_order(columns: list[dict], q: explorer.Query) -> list[dict]:
+    """``columns`` (:meth:`analysis.explorer.Table.columns`, plus the disagreement column when
+    ``q.disagree`` names a metric) in the order the page shows them: :data:`FRONT`, then the metric
+    of the disagreement and the disagreement itself, then the sorted column, then the rest in their
+    own order. So what the page is sorted by stays in view next to the caption on a desktop and
+    within the first swipe of the table on a phone, however many metrics there are."""
+    by_id = {c["id"]: c for c in columns}
+    first = [*FRONT]
+    if q.disagree:
+        first += [q.disagree, "disagreement"]
+    if q.sort:
+        first.append(q.sort)
+    seen, out = set(), []
+    for cid in first + [c["id"] for c in columns]:
+        if cid in by_id and cid not in seen:
+            seen.add(cid)
+            out.append(by_id[cid])
+    return out
+
+
+def row_cells(table, values: dict, order: list[dict]) -> list[dict]:
+    """The cells of one row (:func:`analysis.explorer.row_values`) in the page's column ``order``:
+    [{"id", "kind", "value"}]."""
+    by_id = {"image": values["image"], "system": values["system"], "text": values["text"], "human": values["human"],
+             "n_human": values["n_human"], "disagreement": values["disagreement"]}
+    by_id.update({f"human:{c}": v for c, v in zip(table.further, values["further"])})
+    by_id.update({m["key"]: v for m, v in zip(table.metrics, values["metrics"])})
+    return [{"id": c["id"], "kind": c["kind"], "value": by_id.get(c["id"], "")} for c in order]
+
+
+def thumbnails(dataset, keys) -> dict[str, str]:
+    """{image key: picture URL} of the given keys of ``dataset`` (one query), from the dataset's
+    image source (:func:`crowd.images.image_url`); keys without a picture are left out, and so is a
+    URL that is neither http(s) nor a path on this site (the stored value is data: never a
+    ``javascript:`` link)."""
+    try:
+        from crowd.images import image_url
+    except ImportError:  # an installation without image sources
+        return {}
+    out = {}
+    for image in Image.objects.filter(dataset=dataset, key__in=list(keys)).select_related("dataset"):
+        url = image_url(image)
+        if url and url.lower().startswith(("http://", "https://", "/")) and not url.startswith("//"):
+            out[image.key] = url
+    return out
+
+
 @require_GET
 def explorer_page(request, name):
     """The explorer page of dataset ``name`` (module docstring for the parameters)."""
@@ -85,10 +136,20 @@ def explorer_page(request, name):
             c["href"] = _url(q, sort=c["id"], order=next_order, page=1)
             c["sorted"] = q.order if active else ""
         first = (result.page - 1) * explorer.PAGE_SIZE
+        shown = columns
+        if q.disagree:
+            shown = columns + [{"id": "disagreement", "kind": "disagreement", "sorted": q.order if q.sort == "disagreement" else "",
+                                "label": "disagreement (" + next((m["name"] for m in table.metrics if m["key"] == q.disagree), "") + ")",
+                                "href": _url(q, sort="disagreement", page=1,
+                                             order="asc" if q.sort == "disagreement" and q.order == "desc" else "desc")}]
+        order = column_order(shown, q)
+        values = [explorer.row_values(table, int(i), result.disagreement) for i in result.indices]
+        pictures = thumbnails(dataset, {v["image"] for v in values})
+        rows = [dict(v, cells=row_cells(table, v, order), thumbnail=pictures.get(v["image"])) for v in values]
         context.update({
-            "columns": columns, "metric_columns": [c for c in columns if c["kind"] == "metric"],
+            "columns": order, "metric_columns": [c for c in columns if c["kind"] == "metric"],
             "further": table.further, "metrics": table.metrics, "systems": table.systems,
-            "rows": [explorer.row_values(table, int(i), result.disagreement) for i in result.indices],
+            "rows": rows,
             "total": result.total, "n_rows": table.n, "page": result.page, "pages": result.pages,
             "first": first + 1 if result.total else 0, "last": first + len(result.indices),
             "prev_url": _url(q, page=result.page - 1) if result.page > 1 else "",

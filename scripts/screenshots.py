@@ -33,12 +33,12 @@ PAGES = [
     ("home", "analysis:index", None, (DESKTOP, PHONE)),
     ("dataset", "analysis:dataset", "dataset", (DESKTOP, PHONE)),
     ("explorer", "analysis:explorer", "dataset", (DESKTOP, PHONE)),
-    ("image", "analysis:image", "image", (DESKTOP,)),
-    ("benchmark", "analysis:benchmark", "dataset", (DESKTOP,)),
-    ("compare", "analysis:compare", None, (DESKTOP,)),
+    ("image", "analysis:image", "image", (DESKTOP, PHONE)),
+    ("benchmark", "analysis:benchmark", "dataset", (DESKTOP, PHONE)),
+    ("compare", "analysis:compare", None, (DESKTOP, PHONE)),
     ("leaderboard", "analysis:leaderboard", "systems", (DESKTOP, PHONE)),
     ("judgments-upload", "crowd:judgments-upload", None, (DESKTOP,)),
-    ("diversity", "analysis:diversity", "dataset", (DESKTOP,)),
+    ("diversity", "analysis:diversity", "dataset", (DESKTOP, PHONE)),
     ("campaigns", "crowd:campaigns", None, (DESKTOP, PHONE)),
     ("campaign", "crowd:campaign", "campaign", (DESKTOP, PHONE)),
     ("campaign-new", "crowd:campaign-new", None, (DESKTOP,)),
@@ -136,9 +136,15 @@ def shoot(driver, url: str, path: Path, width: int) -> int:
             break
         time.sleep(0.3)
     time.sleep(0.5)
-    height = min(MAX_HEIGHT, driver.execute_script("return document.documentElement.scrollHeight"))
-    driver.set_window_size(width, max(height, 600))
-    time.sleep(0.3)
+    height = 0
+    for _ in range(3):  # a page may grow once the window is tall (pictures, lazy content): measure again
+        now = min(MAX_HEIGHT, driver.execute_script("return document.documentElement.scrollHeight"))
+        if now <= height:
+            break
+        height = now
+        chrome = driver.execute_script("return window.outerHeight - window.innerHeight")  # the window's own bars
+        driver.set_window_size(width, max(height, 600) + max(chrome, 0))
+        time.sleep(0.3)
     driver.save_screenshot(str(path))
     from PIL import Image  # 256 colours: a third of the size, the same look for pages of flat colours
 

@@ -171,6 +171,8 @@ def test_forced_choice_accuracy_charts_have_the_chance_line(client):
         # the legend of the lines is below the plot, never over the bars
         legend = [lay for lay in layer(spec, "rule") if "color" in lay["encoding"]][0]["encoding"]["color"]["legend"]
         assert legend["orient"] == "bottom"
+        # each subset's chart is titled by its subset, the chart of every pair says so
+        assert (f"{statistic} subset" if statistic != "accuracy" else "all pairs") in spec["title"]["text"]
         figure = client.get(f"/datasets/pascal/benchmark/chart/item/{statistic}.png?{SETTINGS}")
         assert figure.status_code == 200 and figure.content[:4] == b"\x89PNG"
 

@@ -94,3 +94,16 @@ def test_image_page_sets_radar_and_mds(browser, live_server, import_div):
         WebDriverWait(browser, 20).until(lambda d: loaded(d, img))
     # captions are escaped, never markup
     assert not browser.find_elements(By.CSS_SELECTOR, "ol.captions li script")
+
+
+def test_without_the_accuracy_run_the_page_says_so_instead_of_empty_charts(client, import_div):
+    """Self-CIDEr and LSA alone (a diversity campaign's runs): no system has an accuracy, so the page
+    names the command instead of drawing an empty diversity-accuracy chart and empty F-score bars;
+    once set_accuracy is computed both charts are there."""
+    run_command("compute_metrics", "--dataset", "div", "--metric", "self_cider", "lsa", "--wait")
+    page = client.get("/datasets/div/diversity/").content.decode()
+    assert 'id="diversity"' in page and 'id="no-accuracy"' in page and "--metric set_accuracy" in page
+    assert 'id="scatter"' not in page and 'id="fscore"' not in page
+    run_command("compute_metrics", "--dataset", "div", "--metric", "set_accuracy", "--wait")
+    page = client.get("/datasets/div/diversity/").content.decode()
+    assert 'id="no-accuracy"' not in page and 'id="scatter"' in page and 'id="fscore"' in page

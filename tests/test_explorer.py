@@ -79,9 +79,17 @@ def page_rows(body: str) -> list[int]:
     return [int(x) for x in re.findall(r'<tr data-caption="(\d+)">', body)]
 
 
-def cells(body: str, caption_id: int) -> list[str]:
+def cells(body: str, caption_id: int) -> dict[str, str]:
+    """{column id: shown text} of the row of ``caption_id`` (each cell names its column)."""
     row = re.search(rf'<tr data-caption="{caption_id}">(.*?)</tr>', body, re.S).group(1)
-    return [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+    return {column: html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+            for column, c in re.findall(r'<td[^>]*data-column="([^"]+)"[^>]*>(.*?)</td>', row, re.S)}
+
+
+def header(body: str) -> list[str]:
+    """The column ids of the explorer table's header, in the order shown."""
+    head = re.search(r'<table id="explorer-table">\s*<tr>(.*?)</tr>', body, re.S).group(1)
+    return re.findall(r'<th[^>]*data-column="([^"]+)"', head)
 
 
 @pytest.mark.django_db
@@ -101,11 +109,18 @@ def test_explorer_sort_filter_paging_disagreement_csv_and_bad_parameters(thumb, 
     expected = sort_desc(rows, "cider_d")[50:100]
     assert page_rows(body) == [r["id"] for r in expected]
     first = cells(body, expected[0]["id"])
-    assert first[0] == expected[0]["image"] and first[1] == expected[0]["system"] and first[2] == expected[0]["text"]
-    assert first[3] == f"{expected[0]['human']:.2f}" and first[4] == "1"
-    # columns: image, system, text, human, n, precision, recall, then the metrics in registry order
-    assert first[-3:] == [f"{100 * expected[0]['bleu_4']:.1f}", f"{100 * expected[0]['rouge_l']:.1f}",
-                          f"{expected[0]['cider_d']:.3f}"]
+    assert first["image"] == expected[0]["image"] and first["system"] == expected[0]["system"]
+    assert first["text"] == expected[0]["text"]
+    assert first["human"] == f"{expected[0]['human']:.2f}" and first["n_human"] == "1"
+    assert [first["bleu_4"], first["rouge_l"], first["cider_d"]] == [
+        f"{100 * expected[0]['bleu_4']:.1f}", f"{100 * expected[0]['rouge_l']:.1f}", f"{expected[0]['cider_d']:.3f}"]
+    # columns: image, caption, human, then the sorted column (in view beside the caption however many
+    # metrics there are), then system, n, precision, recall and the other metrics in registry order
+    assert header(body) == ["image", "text", "human", "cider_d", "system", "n_human", "human:precision",
+                            "human:recall", "bleu_4", "rouge_l"]
+    assert list(first) == header(body)
+    assert header(client.get(url).content.decode()) == ["image", "text", "human", "system", "n_human", "human:precision",
+                                                        "human:recall", "bleu_4", "rouge_l", "cider_d"]
 
     # text columns sort by their text; equal texts (and systems) keep the table order
     body = client.get(url, {"sort": "text"}).content.decode()
@@ -140,8 +155,9 @@ def test_explorer_sort_filter_paging_disagreement_csv_and_bad_parameters(thumb, 
     shown = page_rows(body)
     assert shown == expected[:50]
     for caption_id in shown[:10]:
-        assert cells(body, caption_id)[-1] == f"{dis[caption_id]:+.1f}"
-    assert 'data-column="disagreement"' in body
+        assert cells(body, caption_id)["disagreement"] == f"{dis[caption_id]:+.1f}"
+    # the metric and the disagreement come right after the caption and its human score
+    assert header(body)[:5] == ["image", "text", "human", "cider_d", "disagreement"]
 
     # bad parameters: a clear 400, never a 500
     for bad, words in [({"sort": "nope"}, "unknown column"), ({"disagree": "spice"}, "unknown metric"),
@@ -265,7 +281,7 @@ def test_home_page_counts_pascal_votes_and_explorer_reads_forced_choice(client):
     assert shares == sorted(shares, reverse=True) and shares[0] == max(100 * won[c] / cast[c] for c in cast)
     for caption in shown[:5]:
         got = cells(body, caption)
-        assert got[3] == f"{100 * won[caption] / cast[caption]:.1f}" and got[4] == str(cast[caption])
+        assert got["human"] == f"{100 * won[caption] / cast[caption]:.1f}" and got["n_human"] == str(cast[caption])
     # the image page lists each caption's votes
     image = Caption.objects.get(pk=shown[0]).image
     page = client.get(f"/datasets/pascal50s/images/{image.key}/").content.decode()

@@ -298,7 +298,7 @@ def test_leaderboard_in_chromium_charts_sort_and_fit(browser, live_server, tmp_p
     assert values == sorted(values, reverse=True) and header.get_attribute("aria-sort") == "descending"
     by_mean = sorted(report["systems"], key=lambda s: -report["systems"][s]["human"]["human_score"]["mean"])
     assert systems == by_mean
-    _screenshot(browser, 1400, "/tmp/h7_leaderboard_1400.png")
+    _screenshot(browser, 1400, str(tmp_path / "leaderboard_1400.png"))
 
     browser.set_window_size(390, 2400)
     browser.get(f"{live_server.url}/datasets/thumb/leaderboard/?{QUERY}")
@@ -307,4 +307,4 @@ def test_leaderboard_in_chromium_charts_sort_and_fit(browser, live_server, tmp_p
         "return [document.documentElement.scrollWidth, document.documentElement.clientWidth,"
         " Math.max(...[...document.querySelectorAll('figure.chart')].map(f => f.getBoundingClientRect().right))];")
     assert widths[0] <= widths[1] and widths[2] <= widths[1], widths  # nothing sideways: tables scroll in their box
-    _screenshot(browser, 390, "/tmp/h7_leaderboard_390.png")
+    _screenshot(browser, 390, str(tmp_path / "leaderboard_390.png"))

@@ -5,7 +5,7 @@ read by analysis.published; every expected value here comes from the JSON files 
 with the json module, independently of the loader) and ours from scipy's Kendall tau-c on the
 database rows. Pages: the benchmark page and the comparison page of a Flickr8k-Expert subset and of
 an imported benchmark mapped to Polaris, their JSON/CSV/LaTeX downloads, and the section in headless
-Chromium (screenshots at 1400 and 390 px wide in /tmp/h3_*.png).
+Chromium (screenshots at 1400 and 390 px wide in the test's tmp_path).
 """
 from __future__ import annotations
 
@@ -316,7 +316,7 @@ def _thumb_subset(directory, n):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_published_section_in_chromium(browser, live_server, expert):
+def test_published_section_in_chromium(browser, live_server, expert, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -341,11 +341,11 @@ def test_published_section_in_chromium(browser, live_server, expert):
         browser.set_window_size(width, 2200)
         browser.execute_script("document.getElementById('published').scrollIntoView()")
         # the section fits the page: no horizontal scroll of the whole document beyond its tables
-        browser.save_screenshot(f"/tmp/h3_benchmark_{width}.png")
+        browser.save_screenshot(str(tmp_path / f"benchmark_{width}.png"))
     browser.set_window_size(1400, 2200)
     browser.get(f"{live_server.url}/compare/?{Q}")
     WebDriverWait(browser, 120).until(lambda d: d.find_elements(By.ID, "published-table"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#published-table tr[data-published]")
     assert len(rows) == sum(len(json.loads(f.read_text())["correlations"]) for f in (TABLE / "expected").glob("*/flickr8k-ex.json"))
     browser.execute_script("document.getElementById('published').scrollIntoView()")
-    browser.save_screenshot("/tmp/h3_compare_1400.png")
+    browser.save_screenshot(str(tmp_path / "compare_1400.png"))

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from analysis.models import Report
-from crowd.models import Dataset
+from crowd.models import Dataset, Image
 
 from .conftest import run_command
 
@@ -54,3 +54,52 @@ def test_warm_reports_still_computes_inside_the_call(subset_dir, settings):
                       "--permutations", "20")
     assert "sub: correlations: ready" in out, out
     assert not Report.objects.exclude(status=Report.DONE).exists()
+
+
+def test_the_image_page_never_computes_its_view_in_the_request(tmp_path, client, settings, monkeypatch):
+    """The per-image diversity page on the quick start's default (no broker, REPORTS_IN_THREAD):
+    the first visit answers at once with the progress box and its charts with 503 + Retry-After,
+    while a thread of the web process (never the request's own) computes the view; the next visit
+    reads it. Real data: the COCO-format caption sets of tests/coco_sets.py with Self-CIDEr and LSA."""
+    import threading
+
+    from analysis import diversity
+
+    from .coco_sets import write_coco_files
+
+    d = write_coco_files(tmp_path)
+    run_command("import_coco", "--name", "div", "--annotations", str(d / "captions.json"),
+                "--results", f"merge={d / 'merge.json'}", "--results", f"thumb-models={d / 'thumb_models.json'}")
+    run_command("compute_metrics", "--dataset", "div", "--metric", "self_cider", "lsa", "--wait")
+    dataset = Dataset.objects.get(name="div")
+    image = Image.objects.filter(dataset=dataset).order_by("key").first()
+    settings.REPORTS_IN_THREAD = True
+    assert settings.CELERY_TASK_ALWAYS_EAGER
+    computed_in = []
+    real = diversity.image_detail
+
+    def recording(*args, **kwargs):
+        computed_in.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(diversity, "image_detail", recording)
+    url = f"/datasets/div/images/{image.key}/"
+    first = client.get(url)
+    assert first.status_code == 200
+    assert 'id="report-computing"' in first.content.decode()
+    mds = client.get(url + "mds.png")
+    assert mds.status_code in (503, 200)  # 503 + Retry-After unless the thread has already finished
+    if mds.status_code == 503:
+        assert mds["Retry-After"]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        row = Report.objects.get(kind=Report.IMAGE, image=image)
+        if row.status in (Report.DONE, Report.FAILED):
+            break
+        time.sleep(0.1)
+    assert row.status == Report.DONE, row.error
+    assert computed_in and threading.get_ident() not in computed_in  # a thread of its own, not the request's
+    second = client.get(url).content.decode()
+    assert 'id="report-computing"' not in second and 'section class="caption-set"' in second
+    assert client.get(url + "mds.png")["Content-Type"] == "image/png"
+    assert len(computed_in) == 1  # read from then on

@@ -11,6 +11,10 @@
  * - Each drawn element gets data-ready="1" and el.vegaView (the Vega view, for tests and the
  *   console); window.captionevalCharts maps element ids to views.
  * - spec.usermeta.n / n_shown fill the element's ".chart-note" ("showing N of M captions").
+ * - fitSpec: the chart fits the width its box has (a phone's 390 px as a desktop's grid cell): the
+ *   title and subtitle are broken into lines that fit beside the "..." menu instead of being cut,
+ *   several legends below the plot stack vertically (side by side they would squeeze the plot, which
+ *   autosize "fit" narrows by whatever sticks out) and a legend label is cut only where the box ends.
  */
 (function () {
   "use strict";
@@ -44,6 +48,61 @@
     }  // a bar chart's note (where the ceiling is) is its subtitle; a leaderboard interval chart's too
   }
 
+  const measure = document.createElement("canvas").getContext("2d");
+
+  /* ``text`` (a string or an array of lines) broken at spaces into lines at most ``width`` px wide in ``font``. */
+  function wrap(text, font, width) {
+    measure.font = font;
+    const lines = [];
+    for (const paragraph of [].concat(text)) {
+      let line = "";
+      for (const word of String(paragraph).split(" ")) {
+        const candidate = line ? line + " " + word : word;
+        if (line && measure.measureText(candidate).width > width) {
+          lines.push(line);
+          line = word;
+        } else {
+          line = candidate;
+        }
+      }
+      lines.push(line);
+    }
+    return lines.length === 1 ? lines[0] : lines;
+  }
+
+  const MENU = 40;  // px at the top right taken by vega-embed's "..." menu (over the chart, not beside it)
+
+  /* The spec made to fit ``width`` px (the chart's box): wrapped title and subtitle, stacked legends. */
+  function fitSpec(spec, width) {
+    const title = spec.title;
+    if (title && typeof title === "object") {
+      const room = Math.max(120, width - MENU);
+      const size = title.fontSize || 13;
+      spec.title = Object.assign({}, title, {
+        text: wrap(title.text, `bold ${size}px sans-serif`, room),
+        limit: room,
+      });
+      if (title.subtitle) {
+        spec.title.subtitle = wrap(title.subtitle, `${title.subtitleFontSize || 11}px sans-serif`, room);
+        spec.title.subtitleFontSize = title.subtitleFontSize || 11;
+      }
+    }
+    const config = Object.assign({}, spec.config);
+    config.legend = Object.assign({
+      layout: { bottom: { anchor: "start", direction: "vertical", margin: 6 } },
+    }, config.legend);
+    spec.config = config;
+    for (const layer of spec.layer || [spec]) {  // a legend label may use the box's width, not more
+      for (const channel of Object.values(layer.encoding || {})) {
+        const legend = channel && channel.legend;
+        if (legend && typeof legend === "object" && legend.labelLimit > width - 60) {
+          channel.legend = Object.assign({}, legend, { labelLimit: Math.max(100, width - 60) });
+        }
+      }
+    }
+    return spec;
+  }
+
   async function draw(el) {
     const url = el.dataset.vegaSpec;
     let response;
@@ -68,10 +127,10 @@
       say(el, "No chart: " + (message || body.replace(/<[^>]*>/g, " ").trim()).slice(0, 300), "chart-error");
       return;
     }
-    const spec = await response.json();
     const box = el.querySelector(".chart-view") || el;
     box.textContent = "";
     box.className = "chart-view";
+    const spec = fitSpec(await response.json(), box.clientWidth);
     const renderer = el.dataset.renderer || (countMarks(spec) > 1000 ? "canvas" : "svg");
     const result = await window.vegaEmbed(box, spec, {
       renderer: renderer,
