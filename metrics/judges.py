@@ -43,6 +43,7 @@ from django.conf import settings
 from django.db.models import Count, F
 
 from .models import JudgeReply, JudgeUsage, MetricRun
+from captioneval.kernels.judges.client import JudgeError
 from captioneval.metrics import registry
 from captioneval.metrics.builtin import judges as builtin
 
@@ -219,5 +220,5 @@ def describe(report: dict) -> str:
             f"{report['cached']} read from the cache, {report['tokens']} tokens{budget}")
 
 
-__all__ = ["BudgetStopped", "configured", "describe", "is_judge", "metric_for", "outcome", "problem", "records", "remaining",
+__all__ = ["BudgetStopped", "JudgeError", "configured", "describe", "is_judge", "metric_for", "outcome", "problem", "records", "remaining",
            "run_params", "set_budget", "spend", "summary", "usage_of"]

@@ -74,8 +74,9 @@ class PipelineError(ValueError):
 
 #: failures that retrying a chunk cannot mend: the run is marked failed at once (metrics.tasks) -- pictures
 #: that are missing or unreadable (named one by one), weights that are not on the worker, an LLM judge's
-#: budget spent (``stopped: budget``)
-PERMANENT_ERRORS = (learned.PictureErrors, FileNotFoundError, judges.BudgetStopped)
+#: budget spent (``stopped: budget``), or its endpoint failing for good (a permanent HTTP status, or the
+#: client's own retries with back-off exhausted: the answers so far are cached, a rerun goes on from there)
+PERMANENT_ERRORS = (learned.PictureErrors, FileNotFoundError, judges.BudgetStopped, judges.JudgeError)
 
 
 def get_dataset(name: str) -> Dataset:
