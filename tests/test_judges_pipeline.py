@@ -107,7 +107,7 @@ def test_judges_refused_without_an_endpoint(dataset, settings):
     assert {r["key"] for r in refused} >= {"clair", "fleur", "ref_fleur"}
 
 
-def test_clair_run_stores_scores_outcomes_and_raw_replies(dataset, endpoint, caplog):
+def test_clair_run_stores_scores_outcomes_and_raw_replies(dataset, endpoint, caplog, client):
     _seen.clear()
     caplog.set_level(logging.DEBUG)
     with FakeOpenAI(clair_behaviour, api_key=KEY) as server:
@@ -141,6 +141,17 @@ def test_clair_run_stores_scores_outcomes_and_raw_replies(dataset, endpoint, cap
             cur.execute(f"SELECT count(*) FROM {table} t WHERE row_to_json(t)::text LIKE %s", [f"%{KEY[:12]}%"])
             assert cur.fetchone()[0] == 0, table
     assert KEY not in caplog.text and KEY not in out
+    # the dataset page links the run's page, which counts the outcomes and shows the replies escaped
+    assert f'href="/datasets/pictures/runs/{run.pk}/judge/"' in client.get("/datasets/pictures/").content.decode()
+    page = client.get(f"/datasets/pictures/runs/{run.pk}/judge/")
+    html = page.content.decode()
+    assert page.status_code == 200 and KEY not in html
+    assert '<tr data-outcome="ok"><td class="name"><a href="?outcome=ok">ok</a></td><td class="count">9</td>' in html
+    assert '<tr data-outcome="failed"><td class="name"><a href="?outcome=failed">failed</a></td><td class="count">2</td>' in html
+    assert "&lt;script&gt;alert(" in html and "<script>alert(" not in html
+    failed = client.get(f"/datasets/pictures/runs/{run.pk}/judge/?outcome=failed").content.decode()
+    assert failed.count('<tr data-caption=') == 2 and failed.count(">I cannot rate this.</pre>") == 3
+    assert client.get(f"/datasets/pictures/runs/{run.pk}/judge/?outcome=bogus").status_code == 404
 
 
 def test_reference_failure_policy_is_another_run(dataset, endpoint):
