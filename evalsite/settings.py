@@ -364,6 +364,11 @@ JUDGE_MAX_RETRIES = int(os.environ.get("JUDGE_MAX_RETRIES", "4"))
 JUDGE_TIMEOUT = float(os.environ.get("JUDGE_TIMEOUT", "120"))
 # Captions a judge run scores between two progress updates (each stored in its own transaction).
 JUDGE_BATCH = int(os.environ.get("JUDGE_BATCH", "32"))
+# The budget of a judge run started from the compute form, the API, or compute_metrics without
+# --judge-max-requests / --judge-max-tokens: HTTP requests and tokens per run (unset: unlimited). A spent
+# budget stops the run ("stopped: budget"), its progress kept.
+JUDGE_MAX_REQUESTS = int(os.environ["JUDGE_MAX_REQUESTS"]) if os.environ.get("JUDGE_MAX_REQUESTS") else None
+JUDGE_MAX_TOKENS = int(os.environ["JUDGE_MAX_TOKENS"]) if os.environ.get("JUDGE_MAX_TOKENS") else None
 
 # --- REST API (api/, docs/api.md) -----------------------------------------------------------------
 # Clients over the limit get 429 with Retry-After as a problem document; counted in the same shared

@@ -112,6 +112,14 @@ def set_budget(run: MetricRun, max_requests: int | None, max_tokens: int | None)
     return usage
 
 
+def default_budget() -> dict:
+    """The budget of a run planned without one (the compute form, the API, ``compute_metrics`` without
+    ``--judge-max-*``): ``{"max_requests": settings.JUDGE_MAX_REQUESTS, "max_tokens": settings.JUDGE_MAX_TOKENS}``
+    (None: unlimited)."""
+    return {"max_requests": getattr(settings, "JUDGE_MAX_REQUESTS", None),
+            "max_tokens": getattr(settings, "JUDGE_MAX_TOKENS", None)}
+
+
 def usage_of(run: MetricRun) -> JudgeUsage:
     """The run's :class:`JudgeUsage` (created, unlimited, when it has none)."""
     return JudgeUsage.objects.get_or_create(run=run)[0]

@@ -229,7 +229,8 @@ def plan_runs(
     ``models``: learned metric key -> weights spec (default ``settings.LEARNED_MODELS``, then the
     metric's default; on local disk only). ``judge``: for the LLM judges, ``failure`` (``"nan"``, the
     default, or ``"reference"``: part of the run's identity), ``max_requests`` and ``max_tokens`` (the
-    run's budget, None = unlimited; set on the run each time it is planned, not part of its identity).
+    run's budget; not given: ``settings.JUDGE_MAX_REQUESTS`` / ``JUDGE_MAX_TOKENS``, unset = unlimited; set
+    on the run each time it is planned, not part of its identity).
 
     Raises PipelineError for an unknown dataset, an unknown or unavailable metric, a bad
     document-frequency file or ``m``, or a dataset lacking what a metric needs (references,
@@ -292,7 +293,9 @@ def plan_runs(
                 run.save(update_fields=fields)
             if judges.is_judge(metric):
                 try:
-                    judges.set_budget(run, (judge or {}).get("max_requests"), (judge or {}).get("max_tokens"))
+                    limits = judges.default_budget() | {k: v for k, v in (judge or {}).items()
+                                                        if k in ("max_requests", "max_tokens") and v is not None}
+                    judges.set_budget(run, limits["max_requests"], limits["max_tokens"])
                 except ValueError as exc:
                     raise PipelineError(str(exc)) from None
             runs.append(run)

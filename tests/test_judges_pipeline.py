@@ -25,7 +25,7 @@ from metrics.models import JudgeReply, JudgeUsage, MetricRun, MetricScore
 from tests import learned_models as lm
 
 from .conftest import run_command
-from .fake_openai import Answer, FakeOpenAI, Raw
+from .fake_openai import Answer, FakeOpenAI, Raw, completion
 from .test_judges_metrics import tokens_for
 from .test_learned_pipeline import CAPTIONS, coco_files, picture_folder
 
@@ -169,23 +169,47 @@ def test_reference_failure_policy_is_another_run(dataset, endpoint):
     assert JudgeUsage.objects.get(run=runs[1]).requests == 0
 
 
-def test_budget_stops_the_run_and_a_rerun_resumes_without_repeating(dataset, endpoint):
+def test_budget_stops_the_run_and_a_rerun_resumes_without_repeating(dataset, endpoint, settings, client):
+    settings.JUDGE_MAX_REQUESTS = 6  # the budget of a run planned without one (the form, the API)
     with FakeOpenAI(lambda body, n: Answer('{"score": 50, "reason": "fine"}'), api_key=KEY) as server:
         endpoint(server)
         with pytest.raises(CommandError, match=r"stopped: budget"):
-            run_command("compute_metrics", "--dataset", "pictures", "--metric", "clair", "--judge-max-requests", "6")
+            run_command("compute_metrics", "--dataset", "pictures", "--metric", "clair")
         run = MetricRun.objects.get(metric="clair")
         assert run.status == MetricRun.FAILED and run.error.startswith("stopped: budget")
         assert run.completed == 4 and MetricScore.objects.filter(run=run).count() == 4  # one batch of 4 stored
         assert len(server.requests) == 6
         assert judges.summary(run)["stopped"] and JudgeUsage.objects.get(run=run).requests == 6
-        out = run_command("compute_metrics", "--dataset", "pictures", "--metric", "clair")
+        api = client.get(f"/api/runs/{run.pk}/").json()["judge"]
+        assert api["stopped"] and api["requests"] == 6 and api["max_requests"] == 6 and api["outcomes"]["ok"] == 4
+        assert api["page_url"] == f"/datasets/pictures/runs/{run.pk}/judge/"
+        out = run_command("compute_metrics", "--dataset", "pictures", "--metric", "clair", "--judge-max-requests", "20")
         assert len(server.requests) == 12  # the 2 answered in the stopped batch came from the cache
     bodies = [json.dumps(r["body"], sort_keys=True) for r in server.requests]
     assert len(set(bodies)) == 12
     run.refresh_from_db()
     assert run.status == MetricRun.DONE and "12 ok, 0 retried, 0 failed; 12 requests sent, 2 read from the cache" in out
+    assert "(budget: 20 requests)" in out
     assert (np.array(MetricScore.objects.filter(run=run).values_list("value", flat=True)) == 0.5).all()
+
+
+def test_token_budget(dataset, endpoint, settings):
+    def behaviour(body, n):
+        return Raw(200, json.dumps({**completion('{"score": 30}'), "usage": {"total_tokens": 100}}).encode())
+
+    with FakeOpenAI(behaviour, api_key=KEY) as server:
+        endpoint(server)
+        settings.JUDGE_CONCURRENCY = 1
+        with pytest.raises(CommandError, match=r"stopped: budget \(250 tokens"):
+            run_command("compute_metrics", "--dataset", "pictures", "--metric", "clair", "--judge-max-tokens", "250")
+        run = MetricRun.objects.get(metric="clair")
+        usage = JudgeUsage.objects.get(run=run)
+        # three answers reach 300 >= 250 tokens: the fourth request is not sent, the batch of 4 is not stored
+        assert (usage.requests, usage.tokens, run.completed) == (3, 300, 0) and len(server.requests) == 3
+        run_command("compute_metrics", "--dataset", "pictures", "--metric", "clair", "--judge-max-tokens", "100000")
+        assert len(server.requests) == 12
+    usage.refresh_from_db()
+    assert (usage.requests, usage.cached, usage.tokens) == (12, 3, 1200)
 
 
 def test_fleur_with_the_pictures(dataset, endpoint):
