@@ -231,3 +231,15 @@ def test_fleur_with_the_pictures(dataset, endpoint):
     values = list(MetricScore.objects.filter(run=run).values_list("value", flat=True))
     assert sum(math.isnan(v) for v in values) == 1
     assert all(0.0 <= v <= 1.0 for v in values if not math.isnan(v))
+    # the published FLEUR and RefFLEUR correlations are linked to our keys: computed here with an endpoint
+    from analysis import published
+
+    assert published.metric_info("fleur") == ("fleur", "FLEUR", True)
+    assert published.metric_info("reffleur")[:2] == ("ref_fleur", "RefFLEUR")
+
+
+def test_published_fleur_is_not_computed_here_without_an_endpoint():
+    from analysis import published
+
+    assert "fleur" not in registry.METRICS
+    assert published.metric_info("fleur") == ("fleur", "FLEUR", False)
