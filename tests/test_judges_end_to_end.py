@@ -94,3 +94,37 @@ def test_a_killed_worker_s_run_resumes_without_asking_again(tmp_path):
     for log in logs:
         log.seek(0)
         assert KEY not in log.read()
+
+
+def test_a_judge_run_on_the_embedded_sqlite_default(tmp_path):
+    """The quick start (SQLite, tasks in-process): CLAIR with an unparseable reply, stored as NaN with
+    its outcome; the run's page shows the counts; the reply cache lies in var/judge-cache."""
+    from .sqlite_var import migrated_var, sqlite_env
+
+    var = migrated_var(tmp_path / "var")
+
+    def behaviour(body, n):
+        text = body["messages"][0]["content"]
+        return Answer("no number here" if "- A cat sleeps .\n" in text else '{"score": 80, "reason": "ok"}')
+
+    with FakeOpenAI(behaviour) as server:
+        env = {**sqlite_env(var), "CAPTIONEVAL_JUDGE_URL": server.url, "CAPTIONEVAL_JUDGE_MODEL": server.model}
+        env.pop("CAPTIONEVAL_JUDGE_CACHE", None)
+        run = lambda *args: subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,  # noqa: E731
+                                           capture_output=True, text=True, timeout=300)
+        imported = run("import_coco", "--name", "pictures", *coco_files(tmp_path))
+        assert imported.returncode == 0, imported.stderr
+        computed = run("compute_metrics", "--dataset", "pictures", "--metric", "clair", "--wait")
+        assert computed.returncode == 0, computed.stderr + computed.stdout
+    assert not server.problems and len(server.requests) == 11 + 3  # the unparseable caption is asked 3 times
+    assert "clair: done, 12/12 scores" in computed.stdout
+    assert "11 ok, 0 retried, 1 failed (failed: 1); 14 requests sent, 0 read from the cache" in computed.stdout
+    assert len(list((var / "judge-cache").glob("??/*.json"))) == 14
+    board = subprocess.run([sys.executable, "manage.py", "leaderboard", "--dataset", "pictures", "--metric", "clair",
+                            "--resamples", "100", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert board.returncode == 0, board.stderr
+    systems = json.loads(board.stdout)["systems"]
+    # model_b's "A cat sleeps ." failed: left out of its mean, not averaged as 0
+    assert systems["model_a"]["metrics"]["clair"]["score"] == pytest.approx(0.8)
+    assert systems["model_b"]["metrics"]["clair"]["score"] == pytest.approx(0.8)
