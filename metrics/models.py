@@ -281,8 +281,8 @@ class JudgeReply(models.Model):
     was parsed and every raw reply the model gave, so a reader can audit its score
     (:mod:`metrics.judges`). Written in the transaction that writes its :class:`MetricScore`.
 
-    ``outcome``: ``ok`` (parsed at the first request, no HTTP retry), ``retried`` (parsed after asking
-    again or after HTTP retries), ``failed`` (no score: ``status`` says why, e.g. ``failed``,
+    ``outcome``: ``ok`` (parsed from the first answer), ``retried`` (parsed after asking the model
+    again: CLAIR's further tries; HTTP retries are counted on the run, :class:`JudgeUsage`), ``failed`` (no score: ``status`` says why, e.g. ``failed``,
     ``out_of_range``, ``no_number``, ``no_digit_token``). ``status``: the parser's own status (CLAIR
     ``json``/``number``...; FLEUR ``ok``...). ``score``: the stored score (NaN when failed, or the
     reference's fallback with ``failure="reference"``). ``details``: the metric's per-caption record
