@@ -37,6 +37,7 @@ What this module gives :mod:`metrics.pipeline` (which asks it only about metrics
 """
 from __future__ import annotations
 
+import copy
 import math
 
 from django.conf import settings
@@ -70,8 +71,8 @@ def configured() -> bool:
 
 def problem(key: str) -> str | None:
     """Why judge ``key`` cannot run on this installation (no endpoint configured, with the library's
-    reason naming the metric first), or None."""
-    if configured():
+    reason naming the metric first), or None. A user-defined judge carries its own endpoint: None."""
+    if configured() or key not in builtin.JUDGES:
         return None
     return builtin.reasons().get(key) or f"{key}: an LLM judge, and no endpoint is configured (docs/metrics.md)"
 
@@ -85,8 +86,26 @@ def _options(failure: str = "nan", tries: int | None = None) -> dict:
 
 
 def _build(key: str, **options):
-    cls = builtin.judge_class(key) if key in builtin.JUDGES else type(registry.METRICS[key])
-    return cls(**options)
+    """Judge ``key`` made for the platform. A built-in judge (CLAIR, FLEUR, RefFLEUR) is made anew with
+    ``options`` (the configured endpoint and model, the failure policy, the worker's client settings).
+    A user-defined judge (a registered :class:`~captioneval.metrics.judges._judge.JudgeMetric` with its
+    own key, template and parser) keeps its own endpoint, model, template, parser, temperature and
+    max_tokens: a copy of the registered object is given the run's failure policy and the worker's
+    client settings (cache, concurrency, retries, budget)."""
+    if key in builtin.JUDGES:
+        return builtin.judge_class(key)(**options)
+    from captioneval.metrics.judges._judge import JudgeMetric
+
+    registered = registry.METRICS[key]
+    if not isinstance(registered, JudgeMetric):
+        raise ValueError(f"{key} is of the judge family but not a JudgeMetric: the platform cannot run it")
+    made = copy.copy(registered)
+    endpoint = registered.endpoint
+    for name in ("endpoint", "model", "api_key_env", "tries"):
+        options.pop(name, None)
+    JudgeMetric.__init__(made, endpoint.url, endpoint.model, endpoint.api_key_env, temperature=registered.temperature,
+                         max_tokens=registered.max_tokens, **options)
+    return made
 
 
 def run_params(key: str, failure: str = "nan") -> dict:

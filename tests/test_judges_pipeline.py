@@ -243,3 +243,26 @@ def test_published_fleur_is_not_computed_here_without_an_endpoint():
 
     assert "fleur" not in registry.METRICS
     assert published.metric_info("fleur") == ("fleur", "FLEUR", False)
+
+
+def test_a_user_defined_judge_keeps_its_own_prompt_and_parser_on_the_platform(dataset, endpoint, monkeypatch):
+    template = "Is '{candidate_statements}' fluent? References: {target_statements} Answer JSON with a score 0-100."
+
+    def behaviour(body, n):
+        text = body["messages"][0]["content"]
+        assert text.startswith("Is '- ")
+        return Answer('{"score": 64}' if "A cat" not in text else "score: 100")  # the json parser refuses the second
+
+    with FakeOpenAI(behaviour, api_key=KEY) as server:
+        endpoint(server)
+        mine = Clair(server.url, server.model, "JUDGE_TEST_KEY", key="fluency_judge", name="Fluency judge", version="fluency-judge/1",
+                     template=template, parser="json", tries=2)
+        monkeypatch.setitem(registry.METRICS, "fluency_judge", mine)
+        out = run_command("compute_metrics", "--dataset", "pictures", "--metric", "fluency_judge")
+    assert not server.problems and len(server.requests) == 11 + 2
+    run = MetricRun.objects.get(metric="fluency_judge")
+    assert run.version == "fluency-judge/1" and run.params["judge"] == mine.parameters()
+    assert run.params["judge"]["parser"] == "json-score-only/1" and run.params["judge"]["tries"] == 2
+    assert "11 ok, 0 retried, 1 failed (failed: 1)" in out
+    values = list(MetricScore.objects.filter(run=run).values_list("value", flat=True))
+    assert sum(math.isnan(v) for v in values) == 1 and [v for v in values if not math.isnan(v)] == [0.64] * 11
