@@ -13,7 +13,8 @@ A dataset is attached to one benchmark of the table (:func:`published_benchmark`
 (dataset kind ``flickr8k-expert``) to ``flickr8k-ex``, Flickr8k-CrowdFlower (``flickr8k-crowdflower``)
 to ``flickr8k-cf``, and any dataset whose stored protocol has ``"published_as"`` (``composite``,
 ``nebula``, ``polaris``; ``import_dataset judgments ... --published-as polaris``) to that benchmark.
-Where the platform computes the same metric (BLEU-4, CIDEr-D, METEOR, ROUGE-L) the row carries our
+Where the platform computes the same metric (BLEU-4, CIDEr-D, METEOR, ROUGE-L; FLEUR and RefFLEUR where a
+judge endpoint is configured, :mod:`metrics.judges`) the row carries our
 item-level value of the same statistic from the benchmark report (``metrics[key]["item"]["values"]``),
 so ours and the published number sit side by side; every other row is marked "published, not
 computed here".
@@ -44,7 +45,8 @@ FIELDS = ("source", "score_name", "correlations")
 
 #: metric folder of the table -> (our metric key or None, display name). Our key is given where the
 #: platform implements the same metric (CaptionEvalKit's bleu is BLEU-4 and its cider is
-#: pycocoevalcap's CIDEr, i.e. CIDEr-D; spice is SPICE, listed by the registry as unavailable).
+#: pycocoevalcap's CIDEr, i.e. CIDEr-D; spice is SPICE, listed by the registry as unavailable; fleur and
+#: reffleur are the LLM judges FLEUR and RefFLEUR, computed where a judge endpoint is configured).
 METRICS: dict[str, tuple[str | None, str]] = {
     "bleu": ("bleu_4", "BLEU-4"),
     "cider": ("cider_d", "CIDEr-D"),
@@ -56,8 +58,8 @@ METRICS: dict[str, tuple[str | None, str]] = {
     "pacscore": (None, "PAC-S"),
     "refpacscore": (None, "RefPAC-S"),
     "polos": (None, "Polos"),
-    "fleur": (None, "FLEUR"),
-    "reffleur": (None, "RefFLEUR"),
+    "fleur": ("fleur", "FLEUR"),
+    "reffleur": ("ref_fleur", "RefFLEUR"),
     "vela": (None, "VELA"),
     "expert": (None, "EXPERT"),
 }

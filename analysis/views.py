@@ -44,6 +44,7 @@ def _run_dict(run):
         "id": run.pk, "metric": run.metric, "name": metric_name(run.metric, run),
         "version": run.version, "status": run.status, "completed": run.completed, "total": run.total,
         "percent": round(100 * run.progress, 1), "seconds": run.wall_seconds, "error": run.error,
+        "judge": "judge" in run.params,  # an LLM judge's run: its page shows the raw replies
     }
 
 

@@ -4,7 +4,8 @@
     runs as the dataset page's run table shows them (public): status (``pending``, ``running``,
     ``done``, ``failed``), progress ``completed``/``total`` units (captions, caption sets or systems,
     by the metric's level) and ``percent``, the metric's version and parameters, the error of a
-    failed run.
+    failed run; for an LLM judge's run, ``judge``: its parse outcomes, requests, cache, tokens and budget
+    (:func:`metrics.judges.summary`) and the page of its raw replies.
 ``POST /api/runs/`` ``{"dataset": NAME, "metrics": [KEY or group, ...]}`` (staff: :func:`api.base.can_compute`)
     the compute form's path (:func:`metrics.jobs.start_from_web`: the metrics the dataset offers,
     :func:`metrics.pipeline.plan_runs`, then Celery, or a background thread without a broker). Group
@@ -43,7 +44,7 @@ from rest_framework.response import Response
 from crowd.models import Dataset
 from captioneval.utils import csvsafe
 from captioneval.utils.numbers import finite_or_none
-from metrics import jobs, pipeline
+from metrics import jobs, judges, pipeline
 from metrics.models import MetricRun, MetricScore, SetScore, SystemScore
 from captioneval.metrics import registry
 from metrics.uploads import metric_display_name
@@ -63,11 +64,15 @@ class RunSerializer(serializers.ModelSerializer):
     seconds = serializers.SerializerMethodField(help_text="seconds since it started (to the end or now); null before")
     url = serializers.SerializerMethodField()
     scores_url = serializers.SerializerMethodField()
+    judge = serializers.SerializerMethodField(
+        help_text="an LLM judge's run (CLAIR, FLEUR, RefFLEUR): captions per parse outcome (ok, retried, failed) and "
+        "parser status, requests sent, answers read from the reply cache, tokens, the budget, whether the budget "
+        "stopped it, and page_url, the page with every caption's raw replies; null for other metrics")
 
     class Meta:
         model = MetricRun
         fields = ["id", "url", "dataset", "metric", "name", "version", "params", "status", "completed", "total",
-                  "percent", "seconds", "error", "created_at", "started_at", "finished_at", "scores_url"]
+                  "percent", "seconds", "error", "created_at", "started_at", "finished_at", "scores_url", "judge"]
 
     def get_name(self, run) -> str:
         return metric_display_name(run.metric, run)
@@ -83,6 +88,11 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_scores_url(self, run) -> str:
         return reverse("api:run-scores", args=[run.pk])
+
+    def get_judge(self, run) -> dict | None:
+        if "judge" not in (run.params or {}):
+            return None
+        return {**judges.summary(run), "page_url": reverse("metrics:judge-run", args=[run.dataset.name, run.pk])}
 
 
 class RunCreateSerializer(serializers.Serializer):

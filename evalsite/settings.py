@@ -348,6 +348,30 @@ LEARNED_IMAGE_HOSTS = [h.strip().lower() for h in os.environ.get("LEARNED_IMAGE_
 LEARNED_IMAGE_MAX_BYTES = int(os.environ.get("LEARNED_IMAGE_MAX_BYTES", str(20 * 1024 * 1024)))
 LEARNED_IMAGE_TIMEOUT = float(os.environ.get("LEARNED_IMAGE_TIMEOUT", "10"))
 
+# --- LLM judges (CLAIR, FLEUR, RefFLEUR; metrics/judges.py, docs/metrics.md#llm-judges) -------------------
+# The OpenAI-compatible endpoint (a vLLM or Ollama server's API base) and the model it serves; both set =
+# the judges are offered. CAPTIONEVAL_JUDGE_API_KEY_ENV holds the NAME of the environment variable with the
+# key (read by the worker at request time; the key is never stored, logged or part of a run's identity).
+# The library reads the same variables (captioneval.metrics.builtin.judges).
+JUDGE_URL = os.environ.get("CAPTIONEVAL_JUDGE_URL", "")
+JUDGE_MODEL = os.environ.get("CAPTIONEVAL_JUDGE_MODEL", "")
+JUDGE_API_KEY_ENV = os.environ.get("CAPTIONEVAL_JUDGE_API_KEY_ENV", "")
+# The reply cache (one JSON file per answered request, named by the request's SHA-256), shared by the
+# workers of one machine: a rerun or a restarted worker reads it instead of paying again. Default:
+# var/judge-cache (EVALSITE_VAR_DIR).
+JUDGE_CACHE_DIR = os.environ.get("CAPTIONEVAL_JUDGE_CACHE") or str(VAR_DIR / "judge-cache")
+# Requests in flight at once per run, retries of a failing request, and seconds per request.
+JUDGE_CONCURRENCY = int(os.environ.get("JUDGE_CONCURRENCY", "8"))
+JUDGE_MAX_RETRIES = int(os.environ.get("JUDGE_MAX_RETRIES", "4"))
+JUDGE_TIMEOUT = float(os.environ.get("JUDGE_TIMEOUT", "120"))
+# Captions a judge run scores between two progress updates (each stored in its own transaction).
+JUDGE_BATCH = int(os.environ.get("JUDGE_BATCH", "32"))
+# The budget of a judge run started from the compute form, the API, or compute_metrics without
+# --judge-max-requests / --judge-max-tokens: HTTP requests and tokens per run (unset: unlimited). A spent
+# budget stops the run ("stopped: budget"), its progress kept.
+JUDGE_MAX_REQUESTS = int(os.environ["JUDGE_MAX_REQUESTS"]) if os.environ.get("JUDGE_MAX_REQUESTS") else None
+JUDGE_MAX_TOKENS = int(os.environ["JUDGE_MAX_TOKENS"]) if os.environ.get("JUDGE_MAX_TOKENS") else None
+
 # --- REST API (api/, docs/api.md) -----------------------------------------------------------------
 # Clients over the limit get 429 with Retry-After as a problem document; counted in the same shared
 # cache and with the same fail-open counter as the rater pages (crowd.ratelimit.hit).

@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from crowd.models import Dataset, ObjectLabel, System
 
-from . import learned, pipeline
+from . import judges, learned, pipeline
 from .models import MetricRun, UploadJob
 from captioneval.metrics import base, registry
 
@@ -93,15 +93,11 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
     newest = {}
     for run in MetricRun.objects.filter(dataset=dataset).order_by("created_at").only("metric", "status"):
         newest[run.metric] = run.status
-    from captioneval.metrics.builtin.judges import JUDGES
-
     offered, refused = [], []
     not_now = registry.unavailable_now(list(registry.METRICS))  # METEOR without Java on this server
     for key, metric in registry.METRICS.items():
         reason = None
-        if key in JUDGES:  # an endpoint is configured, but the pipeline does not run judges yet
-            reason = pipeline.NOT_ON_THE_PLATFORM.format(name=metric.name).split(", ", 1)[1]
-        elif key in not_now:
+        if key in not_now:
             reason = not_now[key].split(": ", 1)[-1]  # "Java is not installed; install a JRE (...)"
         elif metric.needs_references() and not has_refs:
             reason = f"needs reference captions and {dataset.name} has none"
@@ -109,6 +105,8 @@ def metric_choices(dataset: Dataset) -> tuple[list[dict], list[dict]]:
             reason = pipeline.LEVELS[metric.level].lacking.format(dataset=dataset.name)
         elif base.OBJECTS in metric.needs and not has_labels:
             reason = f"needs object labels of the images and {dataset.name} has none"
+        elif judges.is_judge(metric) and base.IMAGES in metric.needs:  # FLEUR, RefFLEUR: shown the pictures
+            reason = learned.images_problem(dataset)
         elif learned.is_learned(metric):
             reason = (learned.wants_pictures(metric) and learned.images_problem(dataset)) or learned.weights_problem(key)
             if reason and reason.startswith(metric.name + " "):

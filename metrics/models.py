@@ -273,3 +273,44 @@ class ImageFeature(models.Model):
 
     def __str__(self):
         return f"image features {self.key[:12]} ({self.dim} x {self.dtype})"
+
+
+# LLM judges (issue 34): every caption's raw replies, parse outcome and score; a run's requests and budget.
+class JudgeReply(models.Model):
+    """One caption of an LLM-judge run (CLAIR, FLEUR, RefFLEUR, a user-defined judge): how its answer
+    was parsed and every raw reply the model gave, so a reader can audit its score
+    (:mod:`metrics.judges`). Written in the transaction that writes its :class:`MetricScore`.
+
+    ``outcome``: ``ok`` (parsed from the first answer), ``retried`` (parsed after asking the model
+    again: CLAIR's further tries; HTTP retries are counted on the run, :class:`JudgeUsage`), ``failed`` (no score: ``status`` says why, e.g. ``failed``,
+    ``out_of_range``, ``no_number``, ``no_digit_token``). ``status``: the parser's own status (CLAIR
+    ``json``/``number``...; FLEUR ``ok``...). ``score``: the stored score (NaN when failed, or the
+    reference's fallback with ``failure="reference"``). ``details``: the metric's per-caption record
+    (``replies``: each reply's cache key, HTTP status, text cut at 4,000 characters and its length).
+    The replies are untrusted text: pages escape them."""
+
+    OK, RETRIED, FAILED = "ok", "retried", "failed"
+    run = models.ForeignKey(MetricRun, on_delete=models.CASCADE, related_name="judge_replies")
+    caption = models.ForeignKey(Caption, on_delete=models.CASCADE, related_name="+")
+    outcome = models.CharField(max_length=10)
+    status = models.CharField(max_length=30)
+    score = NaNFloatField()
+    details = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "caption"], name="judgereply_unique")]
+
+
+class JudgeUsage(models.Model):
+    """What an LLM-judge run spent and may spend: HTTP requests sent (retries included), requests read
+    from the reply cache, tokens the server reported (``usage.total_tokens``), and the budget
+    (``max_requests``, ``max_tokens``; None: unlimited) set by ``compute_metrics --judge-max-requests /
+    --judge-max-tokens``. The budget is not part of the run's identity: it changes how far a run gets,
+    never its numbers."""
+
+    run = models.OneToOneField(MetricRun, on_delete=models.CASCADE, related_name="judge_usage")
+    requests = models.PositiveBigIntegerField(default=0)
+    cached = models.PositiveBigIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
+    max_requests = models.PositiveBigIntegerField(null=True, blank=True)
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True)

@@ -57,11 +57,12 @@ from django.utils import timezone
 
 from crowd.models import Caption, Dataset, Image, ObjectLabel, System
 
-from .models import CaptionTokens, DocumentFrequencyTable, MetricRun, MetricScore, SetScore, SystemScore, params_key
+from .models import (CaptionTokens, DocumentFrequencyTable, JudgeReply, MetricRun, MetricScore, SetScore, SystemScore,
+                     params_key)
 from captioneval.metrics import base, registry
 from captioneval.text.tokenizer import TOKENIZER_NAME, TOKENIZER_VERSION, ptb_tokenize
 from .signals import run_progress
-from . import learned
+from . import judges, learned
 
 TOKENIZER = f"{TOKENIZER_NAME}/{TOKENIZER_VERSION}"
 log = logging.getLogger("metrics.pipeline")
@@ -72,8 +73,10 @@ class PipelineError(ValueError):
 
 
 #: failures that retrying a chunk cannot mend: the run is marked failed at once (metrics.tasks) -- pictures
-#: that are missing or unreadable (named one by one), weights that are not on the worker
-PERMANENT_ERRORS = (learned.PictureErrors, FileNotFoundError)
+#: that are missing or unreadable (named one by one), weights that are not on the worker, an LLM judge's
+#: budget spent (``stopped: budget``), or its endpoint failing for good (a permanent HTTP status, or the
+#: client's own retries with back-off exhausted: the answers so far are cached, a rerun goes on from there)
+PERMANENT_ERRORS = (learned.PictureErrors, FileNotFoundError, judges.BudgetStopped, judges.JudgeError)
 
 
 def get_dataset(name: str) -> Dataset:
@@ -87,24 +90,17 @@ def get_dataset(name: str) -> Dataset:
 
 def validate_metrics(keys: Sequence[str] | None) -> list[str]:
     """Metric keys to run (group names such as ``diversity`` expanded), defaulting to the COCO
-    metrics; PipelineError for unknown/unavailable keys."""
-    from captioneval.metrics.builtin.judges import JUDGES
-
+    metrics; PipelineError for unknown/unavailable keys (an LLM judge without a configured endpoint:
+    :func:`metrics.judges.problem`)."""
     keys = registry.expand(keys or registry.DEFAULT_METRICS)
     for key in keys:
-        if key in JUDGES:
-            raise PipelineError(NOT_ON_THE_PLATFORM.format(name=JUDGES[key][0]))
+        if judges.is_judge(key) and judges.problem(key):
+            raise PipelineError(judges.problem(key))
         try:
             registry.get_metric(key)
         except ValueError as exc:
             raise PipelineError(str(exc)) from None
     return keys
-
-
-#: why the platform refuses an LLM judge even when an endpoint is configured (issue 34: the judges run
-#: from the library and the command line; the pipeline does not yet store their replies and reports)
-NOT_ON_THE_PLATFORM = ("{name} is an LLM judge, computed by the library and `captioneval evaluate --judge-endpoint` "
-                       "for now; the platform's pipeline does not run judges yet (docs/metrics.md)")
 
 
 @dataclass(frozen=True)
@@ -141,7 +137,7 @@ def read_document_frequency(path: str) -> SuppliedDocumentFrequency:
 
 def run_params(
     dataset: Dataset, metric: str, document_frequency: SuppliedDocumentFrequency | None = None,
-    m: int | None = None, vectors: str | None = None, models: dict | None = None,
+    m: int | None = None, vectors: str | None = None, models: dict | None = None, judge_failure: str = "nan",
 ) -> dict:
     """Parameters that determine a run's numbers; stored with it and part of its identity (the
     metric's version is stored beside them). Decided by what the metric needs, never by its name:
@@ -155,7 +151,10 @@ def run_params(
     * a metric needing word vectors (VIFIDEL): ``vectors``, their identity (:func:`vectors_identity`);
     * a learned metric (CLIP-S, RefCLIP-S, PAC-S, RefPAC-S): its model spec and weights sha256, device,
       dtype, w, prefix and batch sizes (:func:`metrics.learned.run_params`; ``models`` key -> weights
-      spec, default ``settings.LEARNED_MODELS``). PipelineError when its weights are not on disk.
+      spec, default ``settings.LEARNED_MODELS``). PipelineError when its weights are not on disk;
+    * an LLM judge (CLAIR, FLEUR, RefFLEUR): ``judge``, its model, prompt template hash, temperature,
+      max_tokens, sampling settings, parser version and failure policy ``judge_failure``
+      (:func:`metrics.judges.run_params`); never the endpoint's URL nor its key.
 
     A metric needing the whole corpus at once (a plugin's ``needs_corpus``) computes its own corpus
     statistics: nothing more is stored. These keys and values are exactly those of earlier releases,
@@ -176,6 +175,11 @@ def run_params(
             params.update(learned.run_params(metric, models))
         except (FileNotFoundError, ValueError) as exc:
             raise PipelineError(str(exc)) from None
+    if judges.is_judge(spec):
+        try:
+            params.update(judges.run_params(metric, judge_failure))
+        except ValueError as exc:
+            raise PipelineError(f"{spec.name}: {exc}") from None
     return params
 
 
@@ -214,7 +218,7 @@ def run_identity(params: dict) -> str:
 
 def plan_runs(
     dataset_name: str, metrics: Sequence[str] | None, force: bool = False, cider_df: str | None = None,
-    m: int | None = None, vectors: str | None = None, models: dict | None = None,
+    m: int | None = None, vectors: str | None = None, models: dict | None = None, judge: dict | None = None,
 ) -> list[MetricRun]:
     """Validate and get or create one run per metric; nothing is written if validation fails.
 
@@ -223,7 +227,10 @@ def plan_runs(
     dataset's own references). ``m``: captions per set for set-level metrics (None = all).
     ``vectors``: word-vector file for VIFIDEL (None = settings.VIFIDEL_VECTORS or the bundled GloVe).
     ``models``: learned metric key -> weights spec (default ``settings.LEARNED_MODELS``, then the
-    metric's default; on local disk only).
+    metric's default; on local disk only). ``judge``: for the LLM judges, ``failure`` (``"nan"``, the
+    default, or ``"reference"``: part of the run's identity), ``max_requests`` and ``max_tokens`` (the
+    run's budget; not given: ``settings.JUDGE_MAX_REQUESTS`` / ``JUDGE_MAX_TOKENS``, unset = unlimited; set
+    on the run each time it is planned, not part of its identity).
 
     Raises PipelineError for an unknown dataset, an unknown or unavailable metric, a bad
     document-frequency file or ``m``, or a dataset lacking what a metric needs (references,
@@ -249,6 +256,8 @@ def plan_runs(
             raise PipelineError(f"dataset {dataset.name!r} has no {level.units_name()} to score with {spec.name}")
         if learned.is_learned(spec):
             check_learned(dataset, spec, models)
+        elif judges.is_judge(spec) and base.IMAGES in spec.needs:
+            check_pictures(dataset, spec)
     if any(base.WORD_VECTORS in level.metric.needs for level in levels.values()):
         vectors_identity(vectors)  # a bad vector file fails here, before anything is written
     runs = []
@@ -260,7 +269,8 @@ def plan_runs(
             )
         for key in keys:
             metric = levels[key].metric
-            params = run_params(dataset, key, supplied, m=m, vectors=vectors, models=models)
+            params = run_params(dataset, key, supplied, m=m, vectors=vectors, models=models,
+                                judge_failure=(judge or {}).get("failure") or "nan")
             if base.WORD_VECTORS in metric.needs and vectors:
                 params["vectors_path"] = str(vectors)
             total = totals[key]
@@ -281,6 +291,13 @@ def plan_runs(
                     run.started_at = run.finished_at = None
                     fields += ["started_at", "finished_at"]
                 run.save(update_fields=fields)
+            if judges.is_judge(metric):
+                try:
+                    limits = judges.default_budget() | {k: v for k, v in (judge or {}).items()
+                                                        if k in ("max_requests", "max_tokens") and v is not None}
+                    judges.set_budget(run, limits["max_requests"], limits["max_tokens"])
+                except ValueError as exc:
+                    raise PipelineError(str(exc)) from None
             runs.append(run)
     return [r.refresh_progress() if r.status != MetricRun.DONE else r for r in runs]
 
@@ -293,8 +310,16 @@ def check_learned(dataset: Dataset, metric: base.Metric, models: dict | None = N
     problem = (pictures and learned.images_problem(dataset)) or learned.weights_problem(metric.key, models)
     if problem:
         raise PipelineError(problem if problem.startswith(metric.name) else f"{metric.name} {problem}")
-    if not pictures:
-        return
+    if pictures:
+        check_pictures(dataset, metric)
+
+
+def check_pictures(dataset: Dataset, metric: base.Metric) -> None:
+    """Refuse (PipelineError) a metric shown the pictures (the CLIP family, FLEUR, RefFLEUR) on ``dataset``
+    without a usable image source or with files missing from its local folder (each named, at most 20)."""
+    problem = learned.images_problem(dataset)
+    if problem:
+        raise PipelineError(f"{metric.name} {problem}")
     keys = list(dataset.images.filter(captions__in=dataset.candidates()).distinct().values_list("key", flat=True))
     missing, examples = learned.missing_pictures(dataset, keys, limit=20)
     if missing:
@@ -583,6 +608,12 @@ def report_progress(run: MetricRun) -> MetricRun:
     return run
 
 
+def failure_text(exc: BaseException) -> str:
+    """What a failed run's ``error`` says of ``exc``: ``"Type: message"``; an LLM judge's spent budget
+    as its own message (``"stopped: budget ..."``)."""
+    return str(exc) if isinstance(exc, judges.BudgetStopped) else f"{type(exc).__name__}: {exc}"
+
+
 def mark_failed(run_id: int, error: str) -> None:
     """Mark run ``run_id`` failed with ``error`` (its first 2,000 characters), unless it is done."""
     MetricRun.objects.filter(pk=run_id).exclude(status=MetricRun.DONE).update(
@@ -619,6 +650,8 @@ class Level:
     #: whether chunks read this process's cache of the dataset's tokens (:func:`dataset_tokens`), so
     #: that ``start_run`` has the other worker processes fill theirs ahead of the chunks
     reads_token_cache: ClassVar[bool] = False
+    #: whether a run's units all go to one chunk (an LLM judge: one budget, requests concurrent inside it)
+    one_chunk: ClassVar[bool] = False
     #: what a dataset without units has none of (a refusal of :func:`plan_runs`; :meth:`units_name`)
     nothing: ClassVar[str]
     #: what a dataset needs for units of this level (``"candidates"``: candidate captions, ``"systems"``:
@@ -1053,6 +1086,64 @@ class SystemLevel(Level):
         return [ids, [float(v) for v in values], list(extra) if extra is not None else [{}] * len(ids)]
 
 
+class JudgeLevel(CaptionLevel):
+    """An LLM judge's run (:mod:`metrics.judges`): caption level, with each caption's parse outcome
+    and raw replies stored beside its score (:class:`metrics.models.JudgeReply`, in the same
+    transaction) and the requests counted into the run's :class:`metrics.models.JudgeUsage`.
+
+    A run is one chunk (``metrics.tasks.start_run``: :attr:`one_chunk`); :meth:`score` scores it
+    ``settings.JUDGE_BATCH`` captions at a time through one client budget (the run's remaining
+    requests and tokens), storing and reporting progress after each batch. When the budget is spent
+    it stores nothing of the unfinished batch (its answers are in the reply cache) and raises
+    :class:`metrics.judges.BudgetStopped`."""
+
+    one_chunk = True
+
+    def score(self, units: Sequence) -> int:
+        from captioneval.kernels.judges import client as jc
+
+        todo = self.unscored(units)
+        if not todo:
+            return 0
+        metric = self.metric
+        budget = jc.Budget(metric.max_requests, metric.max_total_tokens)
+        stats = {"sent": 0, "cached": 0, "retried": 0, "too_large": 0, "invalid": 0}
+        metric.client = lambda: jc.ChatClient(metric.endpoint, budget=budget, stats=stats, **metric.client_options)
+        size = max(1, int(getattr(settings, "JUDGE_BATCH", 32)))
+        created, seen = 0, {"sent": 0, "cached": 0, "tokens": 0}
+
+        def account():
+            now = {"sent": stats["sent"], "cached": stats["cached"], "tokens": budget.tokens}
+            judges.spend(self.run, *(now[k] - seen[k] for k in ("sent", "cached", "tokens")))
+            seen.update(now)
+
+        for start_ in range(0, len(todo), size):
+            part = todo[start_:start_ + size]
+            t0 = time.perf_counter()
+            try:
+                result = metric.score(self.gather(part))
+            except jc.BudgetExhausted:
+                account()
+                done = MetricScore.objects.filter(run=self.run).count()
+                raise judges.BudgetStopped(
+                    f"stopped: budget ({budget.describe()} left for this pass) spent; {done} of {self.run.total} "
+                    "captions scored and stored, every answer received is in the reply cache: run compute_metrics "
+                    "again (with a larger --judge-max-requests / --judge-max-tokens) to go on") from None
+            finally:
+                if stats["sent"] != seen["sent"] or stats["cached"] != seen["cached"]:
+                    account()
+            details = list(result.details or [{}] * len(part))
+            with transaction.atomic():
+                new = self.insert(part, result.values, result.raw)
+                JudgeReply.objects.bulk_create(judges.records(self.run, part, result.values, details),
+                                               ignore_conflicts=True)
+                store_progress(self.run, new, time.perf_counter() - t0)
+            created += new
+            if start_ + size < len(todo):
+                report_progress(self.run)
+        return created
+
+
 #: the level objects' classes by ``Metric.level``
 LEVELS: dict[str, type[Level]] = {cls.name: cls for cls in (CaptionLevel, SetLevel, SystemLevel)}
 
@@ -1062,6 +1153,10 @@ def level_for(dataset: Dataset, metric: str, run: MetricRun | None = None) -> Le
     spec = registry.METRICS[metric]
     if run is not None and learned.is_learned(spec):
         spec = learned.metric_for(run)  # the run's own model, device and batch sizes, its features stored
+    if judges.is_judge(spec):
+        if run is not None:
+            spec = judges.metric_for(run)  # the run's failure policy, the reply cache, the budget left
+        return JudgeLevel(dataset, spec, run)
     return LEVELS[spec.level](dataset, spec, run)
 
 

@@ -44,7 +44,7 @@ MAX_RETRIES = 3
 
 def _retry_or_fail(task, run_id: int, exc: Exception):
     if isinstance(exc, pipeline.PERMANENT_ERRORS):  # missing pictures or weights: a retry finds them missing again
-        pipeline.mark_failed(run_id, f"{type(exc).__name__}: {exc}")
+        pipeline.mark_failed(run_id, pipeline.failure_text(exc))
         raise exc
     if task.request.retries >= task.max_retries:
         pipeline.mark_failed(run_id, f"{type(exc).__name__}: {exc}")
@@ -67,7 +67,7 @@ def start_run(self, run_id: int) -> int:
                 warm_dataset.delay(run.dataset_id)
         if missing:
             level.prepare_document_frequency()
-        size = pipeline.chunk_size(len(missing))
+        size = len(missing) or 1 if level.one_chunk else pipeline.chunk_size(len(missing))
     except Exception as exc:  # noqa: BLE001 - any failure is retried, then recorded on the run
         _retry_or_fail(self, run_id, exc)
     parts = list(pipeline.chunks(missing, size))
@@ -175,7 +175,7 @@ def start_runs(runs: Sequence[MetricRun]) -> list[MetricRun]:
             if not start(run):
                 pending.append(run)
         except Exception as exc:  # noqa: BLE001 - in-process run: the task's final error lands here
-            pipeline.mark_failed(run.pk, f"{type(exc).__name__}: {exc}")
+            pipeline.mark_failed(run.pk, pipeline.failure_text(exc))
     return pending
 
 

@@ -22,8 +22,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from crowd.models import Dataset, HumanJudgment
 
-from . import jobs, pipeline
-from .models import MetricRun, UploadJob
+from . import jobs, judges, pipeline
+from .models import JudgeReply, MetricRun, UploadJob
 from captioneval.metrics import registry
 from .uploads import DIRECTIONS, UploadError, metric_display_name, metric_key, upload_scores, uploaded_runs
 
@@ -161,3 +161,36 @@ def jobs_json(request, name):
     uploads = [jobs.upload_job_dict(j) for j in UploadJob.objects.filter(dataset=dataset)[:10]]
     busy = any(x["status"] in ("pending", "running") for x in runs + uploads)
     return JsonResponse({"dataset": dataset.name, "busy": busy, "runs": runs, "uploads": uploads})
+
+
+#: captions per page of a judge run's page
+JUDGE_PAGE_SIZE = 50
+
+
+@require_GET
+def judge_run(request, name, pk):
+    """The page of an LLM judge's run (/datasets/<name>/runs/<pk>/judge/): its report (captions per
+    parse outcome and parser status, requests, cache, tokens, budget; :func:`metrics.judges.summary`)
+    and its captions, :data:`JUDGE_PAGE_SIZE` a page (``?page=N``, ``?outcome=ok|retried|failed``),
+    each with its score, outcome and every raw reply of the model. The replies are untrusted text: the
+    template escapes them (Django's autoescape) and shows them as preformatted text. Public like the
+    dataset's page; 404 for another dataset's run, a run that is not a judge's, or a bad parameter."""
+    from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
+    from django.http import Http404
+
+    dataset = get_object_or_404(Dataset, name=name)
+    run = get_object_or_404(MetricRun, pk=pk, dataset=dataset)
+    if not judges.is_judge(run.metric) and "judge" not in run.params:
+        raise Http404("not an LLM judge's run")
+    outcome = request.GET.get("outcome") or ""
+    if outcome not in ("", JudgeReply.OK, JudgeReply.RETRIED, JudgeReply.FAILED):
+        raise Http404("outcome must be ok, retried or failed")
+    rows = (JudgeReply.objects.filter(run=run, **({"outcome": outcome} if outcome else {}))
+            .select_related("caption", "caption__image", "caption__system").order_by("caption_id"))
+    try:
+        page = Paginator(rows, JUDGE_PAGE_SIZE).page(request.GET.get("page") or 1)
+    except (EmptyPage, PageNotAnInteger):
+        raise Http404("no such page") from None
+    return render(request, "metrics/judge_run.html", {
+        "dataset": dataset, "run": run, "name": jobs.display_name(run.metric),
+        "report": judges.summary(run), "page": page, "outcome": outcome, "judge": run.params.get("judge", {})})

@@ -401,3 +401,66 @@ def test_user_defined_judge_with_its_own_prompt_and_parser_is_a_plugin(tmp_path)
     assert template.format(candidate_statements="- good\n", target_statements="- ref\n") in server.prompts()
     with pytest.raises(ValueError, match="parser must be one of"):
         Clair("http://h/v1", "m", parser="regex", cache_dir=False)
+
+
+def test_user_defined_fleur_style_judge_with_its_own_prompt_is_a_plugin(tmp_path):
+    """A user-defined judge with FLEUR's digit smoothing: Fleur (or RefFleur) with its own key, name,
+    version and prompt template; scored as the numpy transcription of the reference's smoothing."""
+    from captioneval.metrics import registry
+    from captioneval.metrics.judges.ref_fleur import RefFleur
+
+    template = "Rate how fluent '{candidate}' is, from 0.0 to 1.0. Print the number only."
+    rng = np.random.default_rng(5)
+    plans = {"good": ("0.85", tokens_for(rng, "0.85")), "poor": ("0.2", tokens_for(rng, "0.2")),
+             "broken": ("fluent", tokens_for(rng, "fluent"))}
+
+    def behaviour(body, n):
+        text = body["messages"][0]["content"][1]["text"]
+        answer, lp = plans[re.search(r"Rate how fluent '(\w+)'", text).group(1)]
+        return Answer(answer, lp)
+
+    with FakeOpenAI(behaviour, logprobs=True, images=True) as server:
+        mine = judge(Fleur, server, tmp_path, key="fluency_fleur", name="Fluency (FLEUR-style)",
+                     version="fluency-fleur/1", template=template)
+        registry.register(mine)
+        try:
+            result = registry.get_metric("fluency_fleur").score(Batch(texts=list(plans), images=[png()] * 3))
+        finally:
+            registry.unregister("fluency_fleur")
+        default = judge(Fleur, server, tmp_path)
+    assert not server.problems
+    assert template.format(candidate="good") in server.prompts()
+    for i, (answer, lp) in enumerate(list(plans.values())[:2]):
+        assert result.values[i] == pytest.approx(reference_fleur(answer, lp), abs=1e-12)
+    assert np.isnan(result.values[2]) and result.details[2]["status"] == "no_number"
+    sig = mine.signature()
+    assert sig["key"] == "fluency_fleur" and sig["parser"] == kfleur.PARSER_VERSION
+    assert sig["prompt_sha256"] != default.signature()["prompt_sha256"]
+    for bad, why in (("Rate {caption}", "exactly the fields {candidate}, it has {caption}"),
+                     ("Rate {candidate} {", "not a format string"), ("", "non-empty")):
+        with pytest.raises(ValueError, match=re.escape(why)):
+            Fleur("http://h/v1", "m", template=bad, cache_dir=False)
+    with pytest.raises(ValueError, match=re.escape("{candidate}, {references}")):
+        RefFleur("http://h/v1", "m", template="Rate {candidate}", cache_dir=False)
+
+
+def test_command_line_token_budget(tmp_path, monkeypatch, capsys):
+    from captioneval import cli
+
+    monkeypatch.setenv("CAPTIONEVAL_JUDGE_CACHE", str(tmp_path / "cache"))
+    ann = {"images": [{"id": 1}, {"id": 2}], "annotations": [{"id": 10, "image_id": 1, "caption": "A red square."},
+                                                              {"id": 11, "image_id": 2, "caption": "A red block."}]}
+    (tmp_path / "ann.json").write_text(json.dumps(ann))
+    (tmp_path / "res.json").write_text(json.dumps([{"image_id": 1, "caption": "a red square"},
+                                                   {"image_id": 2, "caption": "a blue circle"}]))
+    with FakeOpenAI(lambda b, n: Answer('{"score": 1}')) as server:
+        code = cli.main(["evaluate", "--annotations", str(tmp_path / "ann.json"), "--results", str(tmp_path / "res.json"),
+                         "--metric", "clair", "--judge-endpoint", server.url, "--judge-model", MODEL,
+                         "--judge-max-tokens", "0", "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 1 and "BudgetExhausted" in err and "0 tokens" in err and not server.requests
+        code = cli.main(["evaluate", "--annotations", str(tmp_path / "ann.json"), "--results", str(tmp_path / "res.json"),
+                         "--metric", "clair", "--judge-endpoint", server.url, "--judge-model", MODEL,
+                         "--judge-max-tokens", "1000", "--json", "--no-progress"])
+    assert code == 0 and len(server.requests) == 2
+    assert [r["clair"] for r in json.loads(capsys.readouterr().out)["captions"]] == [0.01, 0.01]

@@ -208,14 +208,16 @@ def test_bad_document_frequency_file_changes_nothing(subset, tmp_path):
     assert MetricRun.objects.count() == 0
 
 
-def test_llm_judges_are_refused_by_the_platform_even_with_an_endpoint(subset, monkeypatch, client):
-    """The judges run from the library and the command line (issue 34); the pipeline does not store
-    their replies yet, so compute_metrics refuses them (nothing written) and the compute form lists
-    them as refused by their names, also when an endpoint is configured and the registry has them."""
+def test_llm_judges_are_refused_without_an_endpoint_and_offered_with_one(subset, monkeypatch, client, settings):
+    """Without an endpoint compute_metrics refuses the judges (nothing written) and the compute form
+    lists them as refused by their names, with one reason on the dataset page; with one configured
+    (settings.JUDGE_URL/JUDGE_MODEL, the registry having them) the form offers them (issue 34; their
+    runs: tests/test_judges_pipeline.py)."""
     from captioneval.metrics.judges.clair import Clair
     from metrics import jobs
 
-    with pytest.raises(CommandError, match="CLAIR is an LLM judge"):
+    settings.JUDGE_URL = settings.JUDGE_MODEL = ""
+    with pytest.raises(CommandError, match="CLAIR: an LLM judge, and no endpoint is configured"):
         run_command("compute_metrics", "--dataset", "sub", "--metric", "clair", "bleu_4")
     assert not MetricRun.objects.exists()
     offered, refused = jobs.metric_choices(Dataset.objects.get(name="sub"))
@@ -232,11 +234,8 @@ def test_llm_judges_are_refused_by_the_platform_even_with_an_endpoint(subset, mo
     assert page.count("no endpoint is configured") == 1 and "spice" in lines
     monkeypatch.setenv("CAPTIONEVAL_JUDGE_URL", "http://127.0.0.1:9/v1")  # as on a server with an endpoint
     monkeypatch.setenv("CAPTIONEVAL_JUDGE_MODEL", "judge")
+    settings.JUDGE_URL, settings.JUDGE_MODEL = "http://127.0.0.1:9/v1", "judge"
     monkeypatch.setitem(registry.METRICS, "clair", Clair())
     monkeypatch.delitem(registry.UNAVAILABLE, "clair", raising=False)
     offered, refused = jobs.metric_choices(Dataset.objects.get(name="sub"))
-    assert "clair" not in {o["key"] for o in offered}
-    (row,) = [r for r in refused if r["key"] == "clair"]
-    assert row["name"] == "CLAIR" and "pipeline does not run judges yet" in row["reason"]
-    with pytest.raises(CommandError, match="CLAIR is an LLM judge"):
-        run_command("compute_metrics", "--dataset", "sub", "--metric", "clair")
+    assert "clair" in {o["key"] for o in offered} and "clair" not in {r["key"] for r in refused}

@@ -15,7 +15,7 @@ DIR``: the file the annotation file's ``file_name`` names, else one named by the
 
 The LLM judges (``--metric clair fleur ref_fleur``) ask the model ``--judge-model`` served at
 ``--judge-endpoint`` (an OpenAI-compatible API base; ``--judge-key-env VAR`` names the environment
-variable holding its key), at most ``--judge-max-requests`` requests per judge; FLEUR and RefFLEUR
+variable holding its key), at most ``--judge-max-requests`` requests and ``--judge-max-tokens`` tokens per judge; FLEUR and RefFLEUR
 send the pictures of ``--images DIR``. Without these options the judges use ``CAPTIONEVAL_JUDGE_URL``
 and ``CAPTIONEVAL_JUDGE_MODEL``, or are unavailable (docs/metrics.md).
 """
@@ -53,6 +53,8 @@ def add_parser(sub) -> None:
     p.add_argument("--judge-model", metavar="NAME", help="the model the judges ask (as the server names it)")
     p.add_argument("--judge-key-env", metavar="VAR", help="the environment variable holding the judge's API key")
     p.add_argument("--judge-max-requests", type=int, metavar="N", help="request budget of each judge (default: none)")
+    p.add_argument("--judge-max-tokens", type=int, metavar="N",
+                   help="token budget of each judge, as the server reports its usage (default: none)")
     _io.add_output_options(p)
     p.set_defaults(run=run)
 
@@ -85,7 +87,7 @@ def judge_options(args, keys) -> dict:
     from ..metrics.builtin.judges import JUDGES
 
     given = {"endpoint": args.judge_endpoint, "model": args.judge_model, "api_key_env": args.judge_key_env,
-             "max_requests": args.judge_max_requests}
+             "max_requests": args.judge_max_requests, "max_total_tokens": args.judge_max_tokens}
     given = {k: v for k, v in given.items() if v is not None}
     if not given:
         return {}

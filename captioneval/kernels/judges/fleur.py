@@ -67,12 +67,33 @@ MIME = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b
         (b"GIF89a", "image/gif"), (b"BM", "image/bmp"))
 
 
-def prompt(candidate: str, references: Sequence[str] | None = None) -> str:
-    """FLEUR's prompt (RefFLEUR's when ``references`` are given), rule 1."""
+def prompt(candidate: str, references: Sequence[str] | None = None, template: str | None = None) -> str:
+    """FLEUR's prompt (RefFLEUR's when ``references`` are given), rule 1; ``template`` replaces
+    :data:`PROMPT` / :data:`REF_PROMPT` (a user-defined FLEUR-style judge: fields ``{candidate}`` and,
+    with references, ``{references}``; :func:`check_template`)."""
     candidate = " ".join(candidate.split())
     if references is None:
-        return PROMPT.format(candidate=candidate)
-    return REF_PROMPT.format(candidate=candidate, references="\n".join(references))
+        return (template or PROMPT).format(candidate=candidate)
+    return (template or REF_PROMPT).format(candidate=candidate, references="\n".join(references))
+
+
+def check_template(template: str, references: bool) -> str:
+    """``template`` if it is a usable prompt template: a string with the field ``{candidate}`` (and
+    ``{references}`` when ``references``) and no other field (literal braces doubled, ``{{``), else
+    ValueError saying what is wrong."""
+    if not isinstance(template, str) or not template.strip():
+        raise ValueError("a judge's prompt template must be a non-empty string")
+    wanted = {"candidate", "references"} if references else {"candidate"}
+    try:
+        import string
+
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"the prompt template is not a format string: {exc} (double literal braces: {{{{ }}}})") from None
+    if fields != wanted:
+        raise ValueError(f"the prompt template must have exactly the fields {', '.join('{' + f + '}' for f in sorted(wanted))}"
+                         f", it has {', '.join('{' + f + '}' for f in sorted(fields)) or 'none'}")
+    return template
 
 
 def image_data_url(image: str | Path | bytes) -> str:

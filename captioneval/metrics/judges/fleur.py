@@ -19,7 +19,12 @@ class Fleur(JudgeMetric):
     many alternatives per token the server returns (20, the OpenAI protocol's maximum). ``details``
     per caption: ``status`` (``ok``, ``no_number``, ``out_of_range``, ``no_digit_token``,
     ``no_logprobs``), ``raw`` the number read, ``positions``, ``mass`` and ``missing`` of the
-    smoothing, and the reply (cache key, status, text)."""
+    smoothing, and the reply (cache key, status, text).
+
+    ``template``: a user-defined FLEUR-style judge's own prompt (fields ``{candidate}`` and, for a
+    reference-based one, ``{references}``; its hash is in the signature), scored with the same digit
+    smoothing. A user-defined judge is this class (or :class:`~captioneval.metrics.judges.ref_fleur.RefFleur`)
+    with its own ``key``, ``name``, ``version`` and ``template``, registered as any metric (docs/metrics.md)."""
 
     key = "fleur"
     name = "FLEUR"
@@ -33,7 +38,10 @@ class Fleur(JudgeMetric):
     max_tokens_default = k.MAX_TOKENS
     parser_version = k.PARSER_VERSION
 
-    def __init__(self, endpoint=None, model=None, api_key_env=None, *, top_logprobs: int = 20, **options):
+    def __init__(self, endpoint=None, model=None, api_key_env=None, *, top_logprobs: int = 20,
+                 template: str | None = None, **options):
+        if template is not None:  # a user-defined FLEUR-style judge: its own prompt, the same smoothing
+            self.template = k.check_template(template, self.reference_based)
         if options.get("failure", "nan") != "nan":
             raise ValueError("FLEUR's reference has no score for a failed answer: failure must be 'nan'")
         self.top_logprobs = int(top_logprobs)
@@ -65,7 +73,7 @@ class Fleur(JudgeMetric):
                 urls[ident] = k.image_data_url(image)
             refs = list(batch.reference_texts[i]) if self.reference_based else None
             bodies.append(self.body([{"type": "image_url", "image_url": {"url": urls[ident]}},
-                                     {"type": "text", "text": k.prompt(text, refs)}]))
+                                     {"type": "text", "text": k.prompt(text, refs, self.template)}]))
         client = self.client()
         try:
             replies = client.complete_many([(b, 0) for b in bodies])

@@ -22,7 +22,7 @@ from celery import current_app as celery_app  # evalsite.celery's app (wiring la
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from metrics import pipeline, tasks
+from metrics import judges, pipeline, tasks
 from metrics.models import MetricRun
 from captioneval.metrics.registry import DEFAULT_METRICS, GROUPS, METRICS, expand, unavailable_now
 from metrics.signals import run_progress
@@ -61,8 +61,18 @@ class Command(BaseCommand):
             "default: the dataset's own references",
         )
         parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after this many seconds")
+        parser.add_argument("--judge-max-requests", type=int, default=None, metavar="N",
+                            help="LLM judges (clair, fleur, ref_fleur): at most N HTTP requests per run, retries "
+                            "included, answers read from the reply cache not counted (default: unlimited); a spent "
+                            "budget stops the run with its progress kept")
+        parser.add_argument("--judge-max-tokens", type=int, default=None, metavar="N",
+                            help="LLM judges: at most N tokens per run, as the server reports them (usage.total_tokens)")
+        parser.add_argument("--judge-failure", choices=("nan", "reference"), default="nan",
+                            help="LLM judges: a caption whose answer cannot be parsed scores NaN, left out of means "
+                            "(default), or as the reference code scores it (CLAIR: 0; refused by FLEUR)")
 
-    def handle(self, *args, dataset, metrics, wait, force, timeout, cider_df, m, vectors, models=(), **options):
+    def handle(self, *args, dataset, metrics, wait, force, timeout, cider_df, m, vectors, models=(), judge_max_requests=None,
+               judge_max_tokens=None, judge_failure="nan", **options):
         chosen_models = {}
         for item in models or ():
             key, sep, spec = item.partition("=")
@@ -79,7 +89,9 @@ class Command(BaseCommand):
             metrics = rest
         try:
             runs = pipeline.plan_runs(dataset, metrics, force=force, cider_df=cider_df, m=m, vectors=vectors,
-                                      models=chosen_models)
+                                      models=chosen_models, judge={"failure": judge_failure,
+                                                                   "max_requests": judge_max_requests,
+                                                                   "max_tokens": judge_max_tokens})
         except pipeline.PipelineError as exc:
             raise CommandError(str(exc)) from None
         todo = [r for r in runs if r.status != MetricRun.DONE]
@@ -146,6 +158,8 @@ class Command(BaseCommand):
         for run in runs:
             took = f"{run.wall_seconds:.1f} s" if run.wall_seconds is not None else "-"
             self.stdout.write(f"{run.metric}: {run.status}, {run.completed:,}/{run.total:,} scores, {took}")
+            if judges.is_judge(run.metric):
+                self.stdout.write(f"  {judges.describe(judges.summary(run))}")
             if run.status != MetricRun.DONE:
                 failed.append(run)
         if failed:
