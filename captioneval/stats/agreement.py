@@ -75,7 +75,9 @@ import numpy as np
 import scipy.sparse as sparse
 import scipy  # scipy.stats loads on first use (scipy's lazy submodules): half a second of start-up
 
+from captioneval.stats.batched import weighted_kendall_scipy, weighted_pair_sums
 from captioneval.stats.correlation import _encode_groups
+from captioneval.stats.engine import vectorised
 from captioneval.stats.results import Estimate, finite_or_none, percentile_interval
 
 __all__ = [
@@ -539,6 +541,12 @@ def _split_half_distribution(
         mean_b = (total[None, :] - sum_a) / (m[None, :] - size_a)
         pearson[s0:s0 + b] = _rowwise_pearson(mean_a, mean_b)
         spearman[s0:s0 + b] = _rowwise_pearson(scipy.stats.rankdata(mean_a, axis=1), scipy.stats.rankdata(mean_b, axis=1))
+        if vectorised():
+            # scipy's tau-b from the exact integer pair counts of each split (batched.weighted_pair_sums)
+            for i in range(b):
+                sums = weighted_pair_sums(mean_a[i], mean_b[i], np.ones((1, n_items), dtype=np.int64))
+                kendall[s0 + i] = weighted_kendall_scipy(sums, "kendall_tau_b")[0]
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for i in range(b):

@@ -29,6 +29,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from captioneval.stats.agreement import _split_half_cells, _split_half_distribution
+from captioneval.stats.batched import row_statistic, weighted_kendall_bootstrap, weighted_kendall_scipy, weighted_pair_sums
 from captioneval.stats.correlation import (
     KENDALL_FAST_MAX_CLASSES,
     STATISTICS,
@@ -36,6 +37,7 @@ from captioneval.stats.correlation import (
     _as_scores,
     _encode_groups,
 )
+from captioneval.stats.engine import vectorised
 from captioneval.stats.pairwise import _check_meta_statistic, _check_resampling, _group_values, _statistic_value
 from captioneval.stats.results import Estimate, EstimateResult, bootstrap_mean, finite_or_none, percentile_interval
 
@@ -64,6 +66,13 @@ def _weighted_statistic(x: np.ndarray, y: np.ndarray, counts: np.ndarray, statis
     counts[:, k] times. nan where undefined. Uses the weighted-count bootstrap engine of
     :mod:`captioneval.stats.correlation` for its four statistics, else materialises."""
     b, m = counts.shape
+    if statistic in ("kendall_tau_b", "kendall_tau_c") and vectorised():
+        # the same integer counts in row form (no per-call count matrices), then the formula of
+        # the engine's fast path or of scipy on the materialised resample, as the engine chooses
+        sums = weighted_pair_sums(x, y, counts.astype(np.int64))
+        if min(np.unique(x).size, np.unique(y).size) <= KENDALL_FAST_MAX_CLASSES:
+            return weighted_kendall_bootstrap(sums, statistic)
+        return weighted_kendall_scipy(sums, statistic)
     if statistic in STATISTICS:
         sample = _WeightedSample(x, y, np.arange(m), m)
         return sample.statistics(counts, (statistic,), KENDALL_FAST_MAX_CLASSES)[statistic]
@@ -586,6 +595,7 @@ def system_level_correlation(
 
     dist = np.full(n_resamples, np.nan)
     rng = np.random.default_rng(seed)
+    fast = vectorised()
     for s in range(0, n_resamples, _RESAMPLE_BLOCK):
         b = min(_RESAMPLE_BLOCK, n_resamples - s)
         if resample == "images":
@@ -593,6 +603,16 @@ def system_level_correlation(
             w = c @ cnt.T  # (b, n_sys) rows per system
             bx = c @ sx.T
             by = c @ sy.T
+            if fast:
+                # resamples with the same systems present are one batch of rows
+                present = w > 0
+                patterns, which = np.unique(present, axis=0, return_inverse=True)
+                for p, ok in enumerate(patterns):
+                    if ok.sum() < 3:
+                        continue
+                    rows = np.flatnonzero(which.ravel() == p)
+                    dist[s + rows] = row_statistic(bx[rows][:, ok] / w[rows][:, ok], by[rows][:, ok] / w[rows][:, ok], statistic)
+                continue
             for k in range(b):
                 ok = w[k] > 0
                 if ok.sum() < 3:
@@ -600,6 +620,12 @@ def system_level_correlation(
                 dist[s + k] = _small_statistic(bx[k, ok] / w[k, ok], by[k, ok] / w[k, ok], statistic)
         else:
             idx = rng.integers(0, n_sys, size=(b, n_sys))
+            if fast:
+                srt = np.sort(idx, axis=1)
+                distinct = 1 + (srt[:, 1:] != srt[:, :-1]).sum(axis=1)
+                rows = np.flatnonzero(distinct >= 3)
+                dist[s + rows] = row_statistic(mx[idx[rows]], my[idx[rows]], statistic)
+                continue
             for k in range(b):
                 if np.unique(idx[k]).size < 3:
                     continue
