@@ -502,13 +502,16 @@ def _split_half_cells(item_ids: Any, rater_ids: Any, y: np.ndarray) -> _Cells:
 
 
 def _split_half_distribution(
-    cell_item: np.ndarray, cell_score: np.ndarray, n_splits: int, seed: int, keep_masks: bool = False
+    cell_item: np.ndarray, cell_score: np.ndarray, n_splits: int, seed: int, keep_masks: bool = False,
+    want: tuple[str, ...] = ("pearson", "spearman", "kendall_tau_b"),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Per-split Pearson, Spearman and Kendall tau-b between the two halves' item means.
 
     ``cell_item`` (n_cells,) non-decreasing item codes 0..I-1, every item with >= 2 cells;
     ``cell_score`` (n_cells,). Returns three float64 arrays (n_splits,) (nan where undefined) and,
     if ``keep_masks``, the bool array (n_splits, n_cells) telling which cells were in half A.
+    ``want``: the statistics computed (the others are returned as nan); the splits (random draws)
+    do not depend on it.
     """
     m = np.bincount(cell_item)  # raters per item, >= 2
     n_items, n_cells = int(m.size), int(cell_item.size)
@@ -539,8 +542,12 @@ def _split_half_distribution(
         sum_a = np.add.reduceat(cell_score[None, :] * in_a, start, axis=1)
         mean_a = sum_a / size_a
         mean_b = (total[None, :] - sum_a) / (m[None, :] - size_a)
-        pearson[s0:s0 + b] = _rowwise_pearson(mean_a, mean_b)
-        spearman[s0:s0 + b] = _rowwise_pearson(scipy.stats.rankdata(mean_a, axis=1), scipy.stats.rankdata(mean_b, axis=1))
+        pearson[s0:s0 + b] = _rowwise_pearson(mean_a, mean_b) if "pearson" in want else np.nan
+        spearman[s0:s0 + b] = (_rowwise_pearson(scipy.stats.rankdata(mean_a, axis=1), scipy.stats.rankdata(mean_b, axis=1))
+                               if "spearman" in want else np.nan)
+        if "kendall_tau_b" not in want:
+            kendall[s0:s0 + b] = np.nan
+            continue
         if vectorised():
             # scipy's tau-b from the exact integer pair counts of each split (batched.weighted_pair_sums)
             for i in range(b):

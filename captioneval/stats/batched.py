@@ -34,6 +34,8 @@ __all__ = ["row_statistic", "group_statistic", "weighted_pair_sums", "weighted_k
 
 #: bound on the (rows x k x k) sign arrays of the Kendall family
 _PAIR_ELEMENTS = 2_000_000
+#: bound on the (samples x distinct x x distinct y) cell tables of weighted_pair_sums
+_CELL_ELEMENTS = 4_000_000
 
 
 def _constant_rows(a: np.ndarray) -> np.ndarray:
@@ -144,6 +146,24 @@ def group_statistic(x: np.ndarray, y: np.ndarray, codes: np.ndarray, statistic: 
     return out, big
 
 
+def _dense_ranks(v: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense ranks 0..K-1 of v (as ``np.unique(v, return_inverse=True)``) and K, from one sort."""
+    order = np.argsort(v, kind="stable")
+    sv = v[order]
+    ranks = np.empty(v.size, dtype=np.int64)
+    ranks[order] = np.cumsum(np.r_[False, sv[1:] != sv[:-1]])
+    return ranks, int(ranks[order[-1]]) + 1 if v.size else 0
+
+
+def _small_ints(v: np.ndarray, k: int) -> np.ndarray:
+    """v as the smallest unsigned type holding 0..k-1 (numpy sorts 8/16-bit keys by radix)."""
+    if k <= 256:
+        return v.astype(np.uint8)
+    if k <= 65536:
+        return v.astype(np.uint16)
+    return v
+
+
 def weighted_pair_sums(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
     """Integer pair sums of weighted samples: row k repeated ``weights[r, k]`` times in sample r.
 
@@ -158,37 +178,60 @@ def weighted_pair_sums(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> dic
     """
     w = np.asarray(weights, dtype=np.int64)
     b, m = w.shape
-    _, xr = np.unique(x, return_inverse=True)
-    _, yr = np.unique(y, return_inverse=True)
-    xr, yr = xr.ravel().astype(np.int64), yr.ravel().astype(np.int64)
-    kx_all, ky_all = int(xr.max()) + 1, int(yr.max()) + 1
-
-    def per_key(keys: np.ndarray, n_keys: int) -> np.ndarray:
-        flat = (keys[None, :] + (np.arange(b, dtype=np.int64) * n_keys)[:, None]).ravel()
-        return np.bincount(flat, weights=w.ravel().astype(np.float64), minlength=b * n_keys).reshape(b, n_keys).astype(np.int64)
-
-    m_x = per_key(xr, kx_all)
-    m_y = per_key(yr, ky_all)
-    _, cell = np.unique(xr * ky_all + yr, return_inverse=True)
-    cell = cell.ravel().astype(np.int64)
-    m_xy = per_key(cell, int(cell.max()) + 1)
+    xr, kx_all = _dense_ranks(x)
+    yr, ky_all = _dense_ranks(y)
+    if b * kx_all * ky_all <= _CELL_ELEMENTS:
+        return _dense_cell_sums(w, xr, yr, kx_all, ky_all)
+    # rows in (x, y) order: y first (stable), then x (stable)
+    by_y = np.argsort(_small_ints(yr, ky_all), kind="stable")
+    order_xy = by_y[np.argsort(_small_ints(xr[by_y], kx_all), kind="stable")]
+    key = xr[order_xy] * ky_all + yr[order_xy]
+    run_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    w_xy = w[:, order_xy]
+    m_xy = np.add.reduceat(w_xy, run_start, axis=1)
+    m_x = np.stack([np.bincount(xr, weights=w[r], minlength=kx_all) for r in range(b)]).astype(np.int64)
+    m_y = np.stack([np.bincount(yr, weights=w[r], minlength=ky_all) for r in range(b)]).astype(np.int64)
     d = np.zeros(b, dtype=np.int64)
+    y_sorted = yr[order_xy]
     for level in range(int(ky_all - 1).bit_length()):
-        prefix = yr >> (level + 1)
-        one = ((yr >> level) & 1).astype(bool)
-        order = np.lexsort((yr, xr, prefix))
-        ws = w[:, order]
-        ones = one[order]
-        cs = np.cumsum(ws * ones[None, :], axis=1)
-        p = prefix[order]
-        starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+        prefix = y_sorted >> (level + 1)
+        # (prefix, x, y) order: a stable sort of the (x, y) order by prefix
+        perm = np.argsort(_small_ints(prefix, int(prefix.max()) + 1), kind="stable")
+        ws = w_xy[:, perm]
+        p = prefix[perm]
+        ones = ((y_sorted[perm] >> level) & 1).astype(bool)
+        cs = np.cumsum(np.where(ones[None, :], ws, 0), axis=1)
+        new_group = np.r_[True, p[1:] != p[:-1]]
+        starts = np.flatnonzero(new_group)
         base = np.zeros((b, starts.size), dtype=np.int64)
         base[:, 1:] = cs[:, starts[1:] - 1]
-        group = np.cumsum(np.r_[True, p[1:] != p[:-1]]) - 1
-        d += (ws * ~ones[None, :] * (cs - base[:, group])).sum(axis=1)
+        group = np.cumsum(new_group) - 1
+        zeros = ~ones
+        d += (ws[:, zeros] * (cs[:, zeros] - base[:, group[zeros]])).sum(axis=1)
     return {
         "n": w.sum(axis=1), "sx2": (m_x * m_x).sum(axis=1), "sy2": (m_y * m_y).sum(axis=1),
         "sxy2": (m_xy * m_xy).sum(axis=1), "d": d, "kx": (m_x > 0).sum(axis=1), "ky": (m_y > 0).sum(axis=1),
+    }
+
+
+def _dense_cell_sums(w: np.ndarray, xr: np.ndarray, yr: np.ndarray, kx: int, ky: int) -> dict[str, np.ndarray]:
+    """:func:`weighted_pair_sums` from the (b, kx, ky) table of cell weights M (sufficient
+    statistics of the sample): D = sum_{i,j} M[i, j] * (weight of cells with smaller x and larger y),
+    two exclusive cumulative sums."""
+    b = w.shape[0]
+    cell = xr * ky + yr
+    flat = (cell[None, :] + (np.arange(b, dtype=np.int64) * (kx * ky))[:, None]).ravel()
+    M = np.bincount(flat, weights=w.ravel().astype(np.float64), minlength=b * kx * ky).astype(np.int64).reshape(b, kx, ky)
+    above = np.zeros_like(M)  # weight of cells with the same x and strictly larger y
+    above[:, :, :-1] = np.cumsum(M[:, :, :0:-1], axis=2)[:, :, ::-1]
+    left = np.zeros_like(M)  # ... and strictly smaller x
+    left[:, 1:, :] = np.cumsum(above[:, :-1, :], axis=1)
+    m_x = M.sum(axis=2)
+    m_y = M.sum(axis=1)
+    return {
+        "n": w.sum(axis=1), "sx2": (m_x * m_x).sum(axis=1), "sy2": (m_y * m_y).sum(axis=1),
+        "sxy2": (M * M).sum(axis=(1, 2)), "d": (M * left).sum(axis=(1, 2)), "kx": (m_x > 0).sum(axis=1),
+        "ky": (m_y > 0).sum(axis=1),
     }
 
 

@@ -350,7 +350,10 @@ def split_half_ceiling(
         raise ValueError(
             f"split-half needs at least 3 items rated by at least 2 distinct raters, got {cells.n_items}"
         )
-    pearson, spearman, kendall, masks = _split_half_distribution(cells.item, cells.score, n_splits, seed, keep_masks=True)
+    fast = vectorised()
+    # the vectorised path computes only the statistic asked for (Kendall below, per split)
+    want = ((statistic,) if statistic in ("pearson", "spearman") else ()) if fast else ("pearson", "spearman", "kendall_tau_b")
+    pearson, spearman, kendall, masks = _split_half_distribution(cells.item, cells.score, n_splits, seed, keep_masks=True, want=want)
     m = np.bincount(cells.item).astype(np.float64)
     start = np.concatenate(([0], np.cumsum(m)[:-1])).astype(np.int64)
     total = np.bincount(cells.item, weights=cells.score)
@@ -361,6 +364,10 @@ def split_half_ceiling(
         sum_a = np.add.reduceat(cells.score * in_a, start)
         return sum_a / size_a, (total - sum_a) / (m - size_a)
 
+    if fast and statistic in ("kendall_tau_b", "kendall_tau_c"):
+        # one pass of exact integer pair counts per split for the split's value (unweighted, scipy's
+        # formula, as the loops) and for its bootstrap resamples (weighted, the engine's formula)
+        return _split_half_kendall(cells, halves, statistic, n_splits, n_resamples, seed, conf, spearman_brown)
     if statistic == "pearson":
         per_split = pearson
     elif statistic == "spearman":
@@ -388,6 +395,37 @@ def split_half_ceiling(
         sb = lambda r: 2.0 * r / (1.0 + r) if r != -1.0 and math.isfinite(r) else math.nan  # noqa: E731
         value = sb(value)
         ci = (sb(ci[0]), sb(ci[1]))
+    return CeilingResult(
+        estimate=Estimate(value, ci[0], ci[1], conf, int(cells.n_items), n_resamples, int(seed)),
+        method="split_half",
+        statistic=statistic,
+        details=details,
+    )
+
+
+def _split_half_kendall(cells, halves, statistic: str, n_splits: int, n_resamples: int, seed: int, conf: float,
+                        spearman_brown: bool) -> "CeilingResult":
+    """The Kendall tau-b / tau-c branch of :func:`split_half_ceiling` in the vectorised engine: the
+    same splits, resample draws and numbers, with each split's unweighted value and its resamples
+    from one :func:`captioneval.stats.batched.weighted_pair_sums` call."""
+    per_split = np.empty(n_splits)
+    dist = np.empty(n_resamples)
+    split_of = np.arange(n_resamples) % n_splits
+    ones = np.ones((1, cells.n_items), dtype=np.int64)
+    for s in range(n_splits):
+        idx = np.flatnonzero(split_of == s)
+        a, b = halves(s)
+        weights = [ones] + [_item_counts(np.random.default_rng([int(seed), 1, int(r)]), cells.n_items, 1).astype(np.int64) for r in idx]
+        sums = weighted_pair_sums(a, b, np.concatenate(weights))
+        per_split[s] = weighted_kendall_scipy({k: v[:1] for k, v in sums.items()}, statistic)[0]
+        if idx.size:
+            rest = {k: v[1:] for k, v in sums.items()}
+            fast_formula = min(np.unique(a).size, np.unique(b).size) <= KENDALL_FAST_MAX_CLASSES
+            dist[idx] = weighted_kendall_bootstrap(rest, statistic) if fast_formula else weighted_kendall_scipy(rest, statistic)
+    finite = per_split[np.isfinite(per_split)]
+    value = float(finite.mean()) if finite.size else math.nan
+    ci = percentile_interval(dist, conf) if n_resamples > 0 else (math.nan, math.nan)
+    details = {"n_splits": n_splits, "n_ratings": int(cells.n_ratings), "spearman_brown": bool(spearman_brown)}
     return CeilingResult(
         estimate=Estimate(value, ci[0], ci[1], conf, int(cells.n_items), n_resamples, int(seed)),
         method="split_half",
