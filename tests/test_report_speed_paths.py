@@ -81,7 +81,7 @@ def _refuse(*args, **kwargs):
     raise AssertionError("a benchmark report was computed although one is stored")
 
 
-def test_comparison_reads_the_stored_benchmark_reports(bundled, monkeypatch):
+def test_comparison_reads_the_stored_benchmark_reports_or_stores_full_ones(bundled, monkeypatch):
     # today's path: the item-level-only reports, computed for the comparison
     before = comparison(**SETTINGS, reuse=False)
     assert {c["id"] for c in before["columns"]} >= {"cf", "thumb:precision", "pascal:all"}
@@ -89,19 +89,22 @@ def test_comparison_reads_the_stored_benchmark_reports(bundled, monkeypatch):
     for name in bundled:
         for criterion in {c["criterion"] for c in benchmark_columns(Dataset.objects.get(name=name))}:
             benchmark_report(name, criterion=criterion, **SETTINGS)
-    CorrelationReport.objects.filter(payload__settings__levels=["item"]).delete()
+    deleted, _ = CorrelationReport.objects.filter(payload__settings__levels=["item"]).delete()
+    assert deleted == 6  # the item-level-only reports of the six benchmark reports are gone
     monkeypatch.setattr(benchmarks, "_rating_report", _refuse)
     monkeypatch.setattr(benchmarks, "_forced_choice_report", _refuse)
     assert comparison(**SETTINGS) == before  # same matrix, read from the stored full reports
     with pytest.raises(AssertionError, match="was computed"):  # a setting with no stored report is computed
         comparison(**dict(SETTINGS, seed=4))
+    monkeypatch.undo()
 
-
-def test_comparison_without_stored_reports_stores_the_full_ones(bundled, monkeypatch):
-    matrix = comparison(["thumb"], **SETTINGS)
+    # with nothing stored for its settings, the comparison computes the full reports and stores them,
+    # so the benchmark pages (every level) find them
+    settings = dict(SETTINGS, seed=5)
+    matrix = comparison(["thumb"], **settings)
     monkeypatch.setattr(benchmarks, "_rating_report", _refuse)
     for criterion in ("human_score", "precision", "recall"):
-        report = benchmark_report("thumb", criterion=criterion, **SETTINGS)  # the page's report: stored
+        report = benchmark_report("thumb", criterion=criterion, **settings)  # the page's report: stored
         assert set(report["metrics"]["cider_d"]) >= {"item", "image", "system"}
         cell = next(r for r in matrix["rows"] if r["metric"] == "cider_d")["cells"][f"thumb:{criterion}"]
         assert cell["value"] == report["metrics"]["cider_d"]["item"]["values"]["pearson"]

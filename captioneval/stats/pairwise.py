@@ -96,6 +96,8 @@ _PAIR_STATISTICS = ("kendall_tau_23", "pairwise_accuracy")
 #: tie_calibrated_accuracy enumerates all (within-group) pairs up to this many; above, it samples
 #: ``_SAMPLED_PAIRS`` pairs to place the candidate thresholds.
 _MAX_ENUMERATED_PAIRS = 2_000_000
+#: the vectorised pair counts look window bounds up in a table over all keys up to this many
+_DENSE_KEYS = 4_000_000
 _SAMPLED_PAIRS = 1_000_000
 
 
@@ -301,7 +303,12 @@ class _PairCounter:
             return self._distinct
         kx1 = self.kx1
 
-        def table(keys_sorted):
+        def table(keys_sorted, n_bases):
+            # "rows with a smaller key" for every possible key (n_bases x kx1 of them) when that array
+            # is small (a lookup), else for the distinct keys (a binary search)
+            span = int(n_bases) * int(kx1) + 1
+            if span <= _DENSE_KEYS:
+                return None, np.concatenate(([0], np.cumsum(np.bincount(keys_sorted, minlength=span - 1)))).astype(np.int64)
             uk, first = np.unique(keys_sorted, return_index=True)
             return uk, np.append(first, keys_sorted.size).astype(np.int64)
 
@@ -309,9 +316,9 @@ class _PairCounter:
             uk, mult = np.unique(keys, return_counts=True)
             return uk // kx1 * kx1, uk % kx1, mult.astype(np.int64)
 
-        g_table = table(self.keys_g)
+        g_table = table(self.keys_g, self.sizes.shape[0])
         g_base, g_xr, g_mult = queries(self.g * kx1 + self.xr)
-        c_table = table(self.keys_c)
+        c_table = table(self.keys_c, int(self.cell.max()) + 1 if self.n else 1)
         c_base, c_xr, c_mult = queries(self.cell * kx1 + self.xr)
         cell_group = np.zeros(int(self.cell.max()) + 1 if self.n else 1, dtype=np.int64)
         cell_group[self.cell] = self.g
@@ -322,7 +329,8 @@ class _PairCounter:
             zg = np.zeros(z_base.size, dtype=np.int64)
             pos = np.searchsorted(z_base + z_xr, zbase + self.xr[zeros])
             zg[pos] = self.g[zeros]
-            levels.append((table(ones_keys), z_base, z_xr, z_mult, zg))
+            top = max(int(ones_keys[-1]) if ones_keys.size else 0, int(zbase.max()) if zbase.size else 0) // kx1 + 1
+            levels.append((table(ones_keys, top), z_base, z_xr, z_mult, zg))
         self._distinct = (g_table, g_base, g_xr, g_mult, c_table, c_base, c_xr, c_mult, cell_group, levels)
         return self._distinct
 
@@ -339,7 +347,7 @@ class _PairCounter:
 
         def below(tab, q):
             uk, first = tab
-            return first[np.searchsorted(uk, q, side="left")]
+            return first[q] if uk is None else first[np.searchsorted(uk, q, side="left")]
 
         def total(values, mult, groups):
             if not per_group:
