@@ -598,6 +598,9 @@ def system_level_correlation(
 
     Resamples with fewer than 3 distinct systems, or where the statistic is undefined (constant
     means), are skipped; ``n_valid_resamples`` counts the rest and the interval uses only those.
+    The resamples of a block are evaluated together (:func:`captioneval.stats.batched.row_statistic`,
+    exactly the per-resample values; the loop runs inside
+    :func:`captioneval.stats.engine.reference_path`).
 
     Parameters
     ----------
@@ -738,6 +741,8 @@ def per_group_correlation(
     acc_23; :func:`captioneval.stats.average_statistic` with ``average_by="item"`` is that form,
     without an interval.) Interval: the used groups' values are redrawn with replacement
     (``numpy.random.default_rng(seed)``) and averaged (:func:`captioneval.stats.bootstrap_mean`).
+    Groups of equal size are evaluated together (:func:`captioneval.stats.batched.group_statistic`,
+    exactly the per-group values of the loop kept in :func:`captioneval.stats.engine.reference_path`).
 
     Parameters: x, y float arrays (n,), finite; groups labels (n,); statistic one of
     META_STATISTICS; n_resamples >= 0; seed; confidence in (0, 1).

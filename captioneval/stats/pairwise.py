@@ -42,6 +42,12 @@ So ``D = sum_b sum_{rows e with bit b = 0} #{rows e' in the same (group, prefix)
 O(n log n log K) with K distinct gold values (one level for binary gold). For eps > 0 the
 threshold "x_e - v > eps" is turned into a rank by a vectorised binary search with exactly that
 floating-point predicate, so the counts equal a brute-force count of ``abs(x_i - x_j) <= eps``.
+
+Many epsilons (tie calibration): the ranks are computed once per distinct x value (``searchsorted``
+of ``xd -/+ eps``, then moved to where the exact predicate puts them), and every window / level
+count once per distinct (group or cell or prefix, x rank) key, looked up in a table of "rows with a
+smaller key" (or binary-searched with sorted queries when that table would be large). The integers
+are those of the row-wise path, which :func:`captioneval.stats.engine.reference_path` runs.
 """
 
 from __future__ import annotations
