@@ -147,6 +147,25 @@ def benchmark_report(
     judgments, bad settings).
     """
     levels, statistics = check_settings(levels, statistics, n_resamples, n_permutations, alpha)
+    dataset, proto, criterion, runs, settings, key = _plan(
+        dataset_name, metrics, criterion, levels, statistics, n_resamples, seed, n_permutations, alpha, significance, cider_df)
+    if use_cache:
+        cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
+        if cached is not None:
+            return published.attach(dataset, _restore_order(cached.payload, runs))
+    if proto["task"] == Dataset.TASK_FORCED_CHOICE:
+        report = _forced_choice_report(dataset, proto, runs, settings, significance)
+    else:
+        report = _rating_report(dataset, proto, criterion, runs, settings, levels, statistics, significance)
+    CorrelationReport.objects.update_or_create(dataset=dataset, key=key, defaults={"payload": report})
+    # The published values (static data, analysis.published) are added to what is returned, not to
+    # the stored payload; the pages and downloads remake them from the bundled table when they read it.
+    return published.attach(dataset, report)
+
+
+def _plan(dataset_name, metrics, criterion, levels, statistics, n_resamples, seed, n_permutations, alpha, significance,
+          cider_df):
+    """(dataset, protocol, criterion, runs, settings, cache key) of a benchmark report request."""
     dataset = pipeline.get_dataset(dataset_name)
     proto = protocol(dataset)
     if proto["task"] == Dataset.TASK_FORCED_CHOICE:
@@ -160,18 +179,22 @@ def benchmark_report(
         "bootstrap_unit": "pair" if proto["task"] == Dataset.TASK_FORCED_CHOICE else "image",
     }
     key = report_key(dataset, runs, n_resamples, seed, None, criterion=criterion, kind=REPORT_VERSION, settings=settings)
-    if use_cache:
-        cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
-        if cached is not None:
-            return published.attach(dataset, _restore_order(cached.payload, runs))
-    if proto["task"] == Dataset.TASK_FORCED_CHOICE:
-        report = _forced_choice_report(dataset, proto, runs, settings, significance)
-    else:
-        report = _rating_report(dataset, proto, criterion, runs, settings, levels, statistics, significance)
-    CorrelationReport.objects.update_or_create(dataset=dataset, key=key, defaults={"payload": report})
-    # The published values (static data, analysis.published) are added to what is returned, not to
-    # the stored payload; the pages and downloads remake them from the bundled table when they read it.
-    return published.attach(dataset, report)
+    return dataset, proto, criterion, runs, settings, key
+
+
+def stored_benchmark_report(
+    dataset_name: str, metrics=None, criterion: str | None = None, levels=LEVELS, statistics=STATISTICS,
+    n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, n_permutations: int = DEFAULT_PERMUTATIONS,
+    alpha: float = DEFAULT_ALPHA,
+) -> dict | None:
+    """The benchmark report :func:`benchmark_report` would return from its cache for these
+    arguments (the same key: dataset version, runs, judgments, settings), or None when none is
+    stored. Computes nothing. Raises what :func:`benchmark_report` raises for bad arguments."""
+    levels, statistics = check_settings(levels, statistics, n_resamples, n_permutations, alpha)
+    dataset, _, _, runs, _, key = _plan(
+        dataset_name, metrics, criterion, levels, statistics, n_resamples, seed, n_permutations, alpha, True, None)
+    cached = CorrelationReport.objects.filter(dataset=dataset, key=key).first()
+    return None if cached is None else published.attach(dataset, _restore_order(cached.payload, runs))
 
 
 def _restore_order(report: dict, runs: dict) -> dict:
@@ -407,9 +430,33 @@ def benchmark_columns(dataset: Dataset) -> list[dict]:
     ]
 
 
+def comparison_column_report(name: str, metrics, criterion, n_resamples: int, seed: int, n_permutations: int,
+                             alpha: float, reuse: bool = True) -> dict:
+    """The benchmark report one comparison column reads (its item level, ceiling and permutation ranks).
+
+    ``reuse`` (default): the stored full benchmark report of these settings (the one the benchmark
+    page and ``warm_reports`` store: every level, the same seed, resamples and permutations), else a
+    stored item-level-only report; when neither is stored the full report is computed (and stored,
+    so the benchmark page finds it). The item level of a full report is the item-level-only report's
+    (each level draws its own resamples from ``seed``), so the matrix is the same either way.
+    ``reuse=False``: the item-level-only report, from its cache or computed (the path before reports
+    were shared; ``benchmarks/report_speed.py`` times it).
+    """
+    if reuse:
+        for levels in (LEVELS, ("item",)):
+            stored = stored_benchmark_report(name, metrics, criterion=criterion, levels=levels, n_resamples=n_resamples,
+                                             seed=seed, n_permutations=n_permutations, alpha=alpha)
+            if stored is not None:
+                return stored
+        return benchmark_report(name, metrics, criterion=criterion, n_resamples=n_resamples, seed=seed,
+                                n_permutations=n_permutations, alpha=alpha)
+    return benchmark_report(name, metrics, criterion=criterion, levels=("item",), n_resamples=n_resamples, seed=seed,
+                            n_permutations=n_permutations, alpha=alpha)
+
+
 def comparison(
     datasets=None, metrics=None, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-    n_permutations: int = DEFAULT_PERMUTATIONS, alpha: float = DEFAULT_ALPHA,
+    n_permutations: int = DEFAULT_PERMUTATIONS, alpha: float = DEFAULT_ALPHA, *, reuse: bool = True,
 ) -> dict:
     """Every metric on every benchmark: the headline statistic at the item level (x1, not x100)
     with its 95% interval and the metric's significance-cluster rank within that benchmark.
@@ -425,7 +472,9 @@ def comparison(
     ``datasets``: names (default every dataset with human judgments); a dataset whose report
     cannot be made is listed in ``skipped`` with the reason (unless it was named explicitly, then
     ReportError). Ranks come from the permutation test on the overall statistic; per-category
-    columns of forced-choice benchmarks carry no rank.
+    columns of forced-choice benchmarks carry no rank. Each column reads the stored benchmark report
+    of the same settings (:func:`comparison_column_report`; ``reuse=False`` recomputes the
+    item-level-only reports as before reports were shared).
     """
     explicit = bool(datasets)
     names = list(datasets) if datasets else list(Dataset.objects.order_by("name").values_list("name", flat=True))
@@ -440,10 +489,8 @@ def comparison(
         dataset = pipeline.get_dataset(name)
         for column in benchmark_columns(dataset):
             try:
-                report = benchmark_report(
-                    name, metrics, criterion=column["criterion"], levels=("item",), n_resamples=n_resamples,
-                    seed=seed, n_permutations=n_permutations, alpha=alpha,
-                )
+                report = comparison_column_report(name, metrics, column["criterion"], n_resamples, seed, n_permutations,
+                                                  alpha, reuse=reuse)
             except ReportError as exc:
                 if explicit:
                     raise

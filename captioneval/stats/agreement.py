@@ -75,7 +75,9 @@ import numpy as np
 import scipy.sparse as sparse
 import scipy  # scipy.stats loads on first use (scipy's lazy submodules): half a second of start-up
 
+from captioneval.stats.batched import weighted_kendall_scipy, weighted_pair_sums
 from captioneval.stats.correlation import _encode_groups
+from captioneval.stats.engine import vectorised
 from captioneval.stats.results import Estimate, finite_or_none, percentile_interval
 
 __all__ = [
@@ -102,6 +104,8 @@ _RATIO_STEP = 0.15
 
 # Target number of float64 elements per work array (ratio expected disagreement, split-half chunks).
 _CHUNK_ELEMENTS = 2_000_000
+#: items with at most this many raters get their split ranks by comparisons (vectorised engine)
+_MAX_COMPARED_ITEM = 16
 
 
 def _is_missing(v: Any) -> bool:
@@ -499,14 +503,32 @@ def _split_half_cells(item_ids: Any, rater_ids: Any, y: np.ndarray) -> _Cells:
     )
 
 
+def _rank_within_items(sort_keys: np.ndarray, by_size: list[np.ndarray]) -> np.ndarray:
+    """Position of each cell within its item after ``np.argsort(sort_keys, axis=1, kind="stable")``
+    (items are contiguous blocks that the sort keeps apart): the number of cells of the same item with
+    a smaller key, or an equal key and a smaller index. ``by_size``: per item size m, the (items, m)
+    cell indices. Returns int64 (b, n_cells); O(b n m) comparisons instead of a sort."""
+    rank = np.empty(sort_keys.shape, dtype=np.int64)
+    for idx in by_size:
+        k = sort_keys[:, idx]  # (b, items, m)
+        size = idx.shape[1]
+        before = np.tril(np.ones((size, size), dtype=bool), k=-1)  # [i, j]: j < i
+        smaller = (k[:, :, None, :] < k[:, :, :, None]) | ((k[:, :, None, :] == k[:, :, :, None]) & before)
+        rank[:, idx] = smaller.sum(axis=3)
+    return rank
+
+
 def _split_half_distribution(
-    cell_item: np.ndarray, cell_score: np.ndarray, n_splits: int, seed: int, keep_masks: bool = False
+    cell_item: np.ndarray, cell_score: np.ndarray, n_splits: int, seed: int, keep_masks: bool = False,
+    want: tuple[str, ...] = ("pearson", "spearman", "kendall_tau_b"),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Per-split Pearson, Spearman and Kendall tau-b between the two halves' item means.
 
     ``cell_item`` (n_cells,) non-decreasing item codes 0..I-1, every item with >= 2 cells;
     ``cell_score`` (n_cells,). Returns three float64 arrays (n_splits,) (nan where undefined) and,
     if ``keep_masks``, the bool array (n_splits, n_cells) telling which cells were in half A.
+    ``want``: the statistics computed (the others are returned as nan); the splits (random draws)
+    do not depend on it.
     """
     m = np.bincount(cell_item)  # raters per item, >= 2
     n_items, n_cells = int(m.size), int(cell_item.size)
@@ -521,24 +543,40 @@ def _split_half_distribution(
     spearman = np.empty(n_splits)
     kendall = np.empty(n_splits)
     masks = np.empty((n_splits, n_cells), dtype=bool) if keep_masks else None
+    fast = vectorised() and int(m.max()) <= _MAX_COMPARED_ITEM
+    by_size = [start[m == size][:, None] + np.arange(size)[None, :] for size in np.unique(m)] if fast else None
     chunk = max(1, min(n_splits, _CHUNK_ELEMENTS // n_cells))
     for s0 in range(0, n_splits, chunk):
         b = min(chunk, n_splits - s0)
         keys = rng.random((b, n_cells))
         extra_in_a = rng.random((b, n_items)) < 0.5  # which half gets the extra rater (odd m)
-        # a uniform random permutation of the cells within each item: sort by (item, key)
-        order = np.argsort(item_offset[None, :] + keys, axis=1, kind="stable")
         size_a = np.where(extra_in_a, hi_size[None, :], lo_size[None, :])  # (b, n_items)
-        # the first size_a positions of each item go to half A
-        in_a = np.empty((b, n_cells), dtype=bool)
-        np.put_along_axis(in_a, order, pos_rank[None, :] < size_a[:, cell_item], axis=1)
+        if fast:
+            # the rank of each cell within its item in that stable sort, by comparisons inside items
+            in_a = _rank_within_items(item_offset[None, :] + keys, by_size) < size_a[:, cell_item]
+        else:
+            # a uniform random permutation of the cells within each item: sort by (item, key)
+            order = np.argsort(item_offset[None, :] + keys, axis=1, kind="stable")
+            # the first size_a positions of each item go to half A
+            in_a = np.empty((b, n_cells), dtype=bool)
+            np.put_along_axis(in_a, order, pos_rank[None, :] < size_a[:, cell_item], axis=1)
         if masks is not None:
             masks[s0:s0 + b] = in_a
         sum_a = np.add.reduceat(cell_score[None, :] * in_a, start, axis=1)
         mean_a = sum_a / size_a
         mean_b = (total[None, :] - sum_a) / (m[None, :] - size_a)
-        pearson[s0:s0 + b] = _rowwise_pearson(mean_a, mean_b)
-        spearman[s0:s0 + b] = _rowwise_pearson(scipy.stats.rankdata(mean_a, axis=1), scipy.stats.rankdata(mean_b, axis=1))
+        pearson[s0:s0 + b] = _rowwise_pearson(mean_a, mean_b) if "pearson" in want else np.nan
+        spearman[s0:s0 + b] = (_rowwise_pearson(scipy.stats.rankdata(mean_a, axis=1), scipy.stats.rankdata(mean_b, axis=1))
+                               if "spearman" in want else np.nan)
+        if "kendall_tau_b" not in want:
+            kendall[s0:s0 + b] = np.nan
+            continue
+        if vectorised():
+            # scipy's tau-b from the exact integer pair counts of each split (batched.weighted_pair_sums)
+            for i in range(b):
+                sums = weighted_pair_sums(mean_a[i], mean_b[i], np.ones((1, n_items), dtype=np.int64))
+                kendall[s0 + i] = weighted_kendall_scipy(sums, "kendall_tau_b")[0]
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for i in range(b):

@@ -29,6 +29,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from captioneval.stats.agreement import _split_half_cells, _split_half_distribution
+from captioneval.stats.batched import row_statistic, weighted_kendall_bootstrap, weighted_kendall_scipy, weighted_pair_sums
 from captioneval.stats.correlation import (
     KENDALL_FAST_MAX_CLASSES,
     STATISTICS,
@@ -36,6 +37,7 @@ from captioneval.stats.correlation import (
     _as_scores,
     _encode_groups,
 )
+from captioneval.stats.engine import vectorised
 from captioneval.stats.pairwise import _check_meta_statistic, _check_resampling, _group_values, _statistic_value
 from captioneval.stats.results import Estimate, EstimateResult, bootstrap_mean, finite_or_none, percentile_interval
 
@@ -64,6 +66,13 @@ def _weighted_statistic(x: np.ndarray, y: np.ndarray, counts: np.ndarray, statis
     counts[:, k] times. nan where undefined. Uses the weighted-count bootstrap engine of
     :mod:`captioneval.stats.correlation` for its four statistics, else materialises."""
     b, m = counts.shape
+    if statistic in ("kendall_tau_b", "kendall_tau_c") and vectorised():
+        # the same integer counts in row form (no per-call count matrices), then the formula of
+        # the engine's fast path or of scipy on the materialised resample, as the engine chooses
+        sums = weighted_pair_sums(x, y, counts.astype(np.int64))
+        if min(np.unique(x).size, np.unique(y).size) <= KENDALL_FAST_MAX_CLASSES:
+            return weighted_kendall_bootstrap(sums, statistic)
+        return weighted_kendall_scipy(sums, statistic)
     if statistic in STATISTICS:
         sample = _WeightedSample(x, y, np.arange(m), m)
         return sample.statistics(counts, (statistic,), KENDALL_FAST_MAX_CLASSES)[statistic]
@@ -341,7 +350,10 @@ def split_half_ceiling(
         raise ValueError(
             f"split-half needs at least 3 items rated by at least 2 distinct raters, got {cells.n_items}"
         )
-    pearson, spearman, kendall, masks = _split_half_distribution(cells.item, cells.score, n_splits, seed, keep_masks=True)
+    fast = vectorised()
+    # the vectorised path computes only the statistic asked for (Kendall below, per split)
+    want = ((statistic,) if statistic in ("pearson", "spearman") else ()) if fast else ("pearson", "spearman", "kendall_tau_b")
+    pearson, spearman, kendall, masks = _split_half_distribution(cells.item, cells.score, n_splits, seed, keep_masks=True, want=want)
     m = np.bincount(cells.item).astype(np.float64)
     start = np.concatenate(([0], np.cumsum(m)[:-1])).astype(np.int64)
     total = np.bincount(cells.item, weights=cells.score)
@@ -352,6 +364,10 @@ def split_half_ceiling(
         sum_a = np.add.reduceat(cells.score * in_a, start)
         return sum_a / size_a, (total - sum_a) / (m - size_a)
 
+    if fast and statistic in ("kendall_tau_b", "kendall_tau_c"):
+        # one pass of exact integer pair counts per split for the split's value (unweighted, scipy's
+        # formula, as the loops) and for its bootstrap resamples (weighted, the engine's formula)
+        return _split_half_kendall(cells, halves, statistic, n_splits, n_resamples, seed, conf, spearman_brown)
     if statistic == "pearson":
         per_split = pearson
     elif statistic == "spearman":
@@ -379,6 +395,37 @@ def split_half_ceiling(
         sb = lambda r: 2.0 * r / (1.0 + r) if r != -1.0 and math.isfinite(r) else math.nan  # noqa: E731
         value = sb(value)
         ci = (sb(ci[0]), sb(ci[1]))
+    return CeilingResult(
+        estimate=Estimate(value, ci[0], ci[1], conf, int(cells.n_items), n_resamples, int(seed)),
+        method="split_half",
+        statistic=statistic,
+        details=details,
+    )
+
+
+def _split_half_kendall(cells, halves, statistic: str, n_splits: int, n_resamples: int, seed: int, conf: float,
+                        spearman_brown: bool) -> "CeilingResult":
+    """The Kendall tau-b / tau-c branch of :func:`split_half_ceiling` in the vectorised engine: the
+    same splits, resample draws and numbers, with each split's unweighted value and its resamples
+    from one :func:`captioneval.stats.batched.weighted_pair_sums` call."""
+    per_split = np.empty(n_splits)
+    dist = np.empty(n_resamples)
+    split_of = np.arange(n_resamples) % n_splits
+    ones = np.ones((1, cells.n_items), dtype=np.int64)
+    for s in range(n_splits):
+        idx = np.flatnonzero(split_of == s)
+        a, b = halves(s)
+        weights = [ones] + [_item_counts(np.random.default_rng([int(seed), 1, int(r)]), cells.n_items, 1).astype(np.int64) for r in idx]
+        sums = weighted_pair_sums(a, b, np.concatenate(weights))
+        per_split[s] = weighted_kendall_scipy({k: v[:1] for k, v in sums.items()}, statistic)[0]
+        if idx.size:
+            rest = {k: v[1:] for k, v in sums.items()}
+            fast_formula = min(np.unique(a).size, np.unique(b).size) <= KENDALL_FAST_MAX_CLASSES
+            dist[idx] = weighted_kendall_bootstrap(rest, statistic) if fast_formula else weighted_kendall_scipy(rest, statistic)
+    finite = per_split[np.isfinite(per_split)]
+    value = float(finite.mean()) if finite.size else math.nan
+    ci = percentile_interval(dist, conf) if n_resamples > 0 else (math.nan, math.nan)
+    details = {"n_splits": n_splits, "n_ratings": int(cells.n_ratings), "spearman_brown": bool(spearman_brown)}
     return CeilingResult(
         estimate=Estimate(value, ci[0], ci[1], conf, int(cells.n_items), n_resamples, int(seed)),
         method="split_half",
@@ -551,6 +598,9 @@ def system_level_correlation(
 
     Resamples with fewer than 3 distinct systems, or where the statistic is undefined (constant
     means), are skipped; ``n_valid_resamples`` counts the rest and the interval uses only those.
+    The resamples of a block are evaluated together (:func:`captioneval.stats.batched.row_statistic`,
+    exactly the per-resample values; the loop runs inside
+    :func:`captioneval.stats.engine.reference_path`).
 
     Parameters
     ----------
@@ -586,6 +636,7 @@ def system_level_correlation(
 
     dist = np.full(n_resamples, np.nan)
     rng = np.random.default_rng(seed)
+    fast = vectorised()
     for s in range(0, n_resamples, _RESAMPLE_BLOCK):
         b = min(_RESAMPLE_BLOCK, n_resamples - s)
         if resample == "images":
@@ -593,6 +644,16 @@ def system_level_correlation(
             w = c @ cnt.T  # (b, n_sys) rows per system
             bx = c @ sx.T
             by = c @ sy.T
+            if fast:
+                # resamples with the same systems present are one batch of rows
+                present = w > 0
+                patterns, which = np.unique(present, axis=0, return_inverse=True)
+                for p, ok in enumerate(patterns):
+                    if ok.sum() < 3:
+                        continue
+                    rows = np.flatnonzero(which.ravel() == p)
+                    dist[s + rows] = row_statistic(bx[rows][:, ok] / w[rows][:, ok], by[rows][:, ok] / w[rows][:, ok], statistic)
+                continue
             for k in range(b):
                 ok = w[k] > 0
                 if ok.sum() < 3:
@@ -600,6 +661,12 @@ def system_level_correlation(
                 dist[s + k] = _small_statistic(bx[k, ok] / w[k, ok], by[k, ok] / w[k, ok], statistic)
         else:
             idx = rng.integers(0, n_sys, size=(b, n_sys))
+            if fast:
+                srt = np.sort(idx, axis=1)
+                distinct = 1 + (srt[:, 1:] != srt[:, :-1]).sum(axis=1)
+                rows = np.flatnonzero(distinct >= 3)
+                dist[s + rows] = row_statistic(mx[idx[rows]], my[idx[rows]], statistic)
+                continue
             for k in range(b):
                 if np.unique(idx[k]).size < 3:
                     continue
@@ -674,6 +741,8 @@ def per_group_correlation(
     acc_23; :func:`captioneval.stats.average_statistic` with ``average_by="item"`` is that form,
     without an interval.) Interval: the used groups' values are redrawn with replacement
     (``numpy.random.default_rng(seed)``) and averaged (:func:`captioneval.stats.bootstrap_mean`).
+    Groups of equal size are evaluated together (:func:`captioneval.stats.batched.group_statistic`,
+    exactly the per-group values of the loop kept in :func:`captioneval.stats.engine.reference_path`).
 
     Parameters: x, y float arrays (n,), finite; groups labels (n,); statistic one of
     META_STATISTICS; n_resamples >= 0; seed; confidence in (0, 1).

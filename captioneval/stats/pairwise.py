@@ -42,6 +42,12 @@ So ``D = sum_b sum_{rows e with bit b = 0} #{rows e' in the same (group, prefix)
 O(n log n log K) with K distinct gold values (one level for binary gold). For eps > 0 the
 threshold "x_e - v > eps" is turned into a rank by a vectorised binary search with exactly that
 floating-point predicate, so the counts equal a brute-force count of ``abs(x_i - x_j) <= eps``.
+
+Many epsilons (tie calibration): the ranks are computed once per distinct x value (``searchsorted``
+of ``xd -/+ eps``, then moved to where the exact predicate puts them), and every window / level
+count once per distinct (group or cell or prefix, x rank) key, looked up in a table of "rows with a
+smaller key" (or binary-searched with sorted queries when that table would be large). The integers
+are those of the row-wise path, which :func:`captioneval.stats.engine.reference_path` runs.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from captioneval.stats.correlation import _as_scores, _encode_groups, _scipy_statistic
+from captioneval.stats.batched import group_statistic
+from captioneval.stats.engine import vectorised
 from captioneval.stats.results import Estimate, EstimateResult, bootstrap_mean, finite_or_none, forced_choice_credit
 
 __all__ = [
@@ -94,6 +102,8 @@ _PAIR_STATISTICS = ("kendall_tau_23", "pairwise_accuracy")
 #: tie_calibrated_accuracy enumerates all (within-group) pairs up to this many; above, it samples
 #: ``_SAMPLED_PAIRS`` pairs to place the candidate thresholds.
 _MAX_ENUMERATED_PAIRS = 2_000_000
+#: the vectorised pair counts look window bounds up in a table over all keys up to this many
+_DENSE_KEYS = 4_000_000
 _SAMPLED_PAIRS = 1_000_000
 
 
@@ -152,6 +162,28 @@ def _count_prefix(sorted_vals: np.ndarray, queries: np.ndarray, pred) -> np.ndar
         lo[idx] = np.where(ok, mid + 1, lo[idx])
         hi[idx] = np.where(ok, hi[idx], mid)
         open_[idx] = lo[idx] < hi[idx]
+    return lo
+
+
+def _fix_prefix(sorted_vals: np.ndarray, guess: np.ndarray, pred) -> np.ndarray:
+    """The prefix lengths :func:`_count_prefix` would return for the queries ``sorted_vals``
+    themselves, starting from a guess that is off by at most a few positions (floating-point
+    rounding of ``q -/+ eps``): moved down while ``pred`` fails just below, up while it holds."""
+    m = sorted_vals.size
+    lo = np.clip(np.asarray(guess, dtype=np.int64), 0, m)
+    q = sorted_vals
+    while True:
+        down = lo > 0
+        down[down] = ~pred(q[down], sorted_vals[lo[down] - 1])
+        if not down.any():
+            break
+        lo[down] -= 1
+    while True:
+        up = lo < m
+        up[up] = pred(q[up], sorted_vals[lo[up]])
+        if not up.any():
+            break
+        lo[up] += 1
     return lo
 
 
@@ -245,9 +277,98 @@ class _PairCounter:
         """lo = #distinct x values v with x_e - v > eps; hi = #distinct v with v - x_e <= eps."""
         if eps == 0.0:
             return self.xr, self.xr + 1
+        if vectorised():
+            lo_d, hi_d = self._distinct_ranks(eps)
+            return lo_d[self.xr], hi_d[self.xr]
         lo = _count_prefix(self.xd, self.x, lambda q, v: (q - v) > eps)
         hi = _count_prefix(self.xd, self.x, lambda q, v: (v - q) <= eps)
         return lo, hi
+
+    def _distinct_ranks(self, eps: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_ranks` for each distinct x value (rows read theirs through ``xr``).
+
+        ``searchsorted`` on ``xd -/+ eps`` gives a first guess; it is then moved until the exact
+        floating-point predicates of :meth:`_ranks` (``(q - v) > eps``, ``(v - q) <= eps``, both
+        monotone along the sorted ``xd``) hold on the prefix and fail right after it, so the
+        ranks are those of the binary search of the reference path, not an approximation.
+        """
+        xd = self.xd
+        lo = _fix_prefix(xd, np.searchsorted(xd, xd - eps, side="left"), lambda q, v: (q - v) > eps)
+        hi = _fix_prefix(xd, np.searchsorted(xd, xd + eps, side="right"), lambda q, v: (v - q) <= eps)
+        return lo, hi
+
+    def _distinct_structures(self):
+        """Run-length forms of the sorted keys (built on first use by the vectorised counts).
+
+        Each of the sorted key arrays (``keys_g``: (group, x rank), ``keys_c``: (cell, x rank),
+        the per-level one-keys) is replaced by its distinct keys and the number of rows before
+        each, and each query set by its distinct (key, x rank) with multiplicities: a window count
+        is then one ``searchsorted`` of sorted queries per distinct key instead of per row.
+        """
+        if getattr(self, "_distinct", None) is not None:
+            return self._distinct
+        kx1 = self.kx1
+
+        def table(keys_sorted, n_bases):
+            # "rows with a smaller key" for every possible key (n_bases x kx1 of them) when that array
+            # is small (a lookup), else for the distinct keys (a binary search)
+            span = int(n_bases) * int(kx1) + 1
+            if span <= _DENSE_KEYS:
+                return None, np.concatenate(([0], np.cumsum(np.bincount(keys_sorted, minlength=span - 1)))).astype(np.int64)
+            uk, first = np.unique(keys_sorted, return_index=True)
+            return uk, np.append(first, keys_sorted.size).astype(np.int64)
+
+        def queries(keys):
+            uk, mult = np.unique(keys, return_counts=True)
+            return uk // kx1 * kx1, uk % kx1, mult.astype(np.int64)
+
+        g_table = table(self.keys_g, self.sizes.shape[0])
+        g_base, g_xr, g_mult = queries(self.g * kx1 + self.xr)
+        c_table = table(self.keys_c, int(self.cell.max()) + 1 if self.n else 1)
+        c_base, c_xr, c_mult = queries(self.cell * kx1 + self.xr)
+        cell_group = np.zeros(int(self.cell.max()) + 1 if self.n else 1, dtype=np.int64)
+        cell_group[self.cell] = self.g
+        levels = []
+        for ones_keys, zeros, zbase, base in self.levels:
+            z_base, z_xr, z_mult = queries(zbase + self.xr[zeros])
+            # the group of each distinct zero key: every row of a (group, prefix) class is in one group
+            zg = np.zeros(z_base.size, dtype=np.int64)
+            pos = np.searchsorted(z_base + z_xr, zbase + self.xr[zeros])
+            zg[pos] = self.g[zeros]
+            top = max(int(ones_keys[-1]) if ones_keys.size else 0, int(zbase.max()) if zbase.size else 0) // kx1 + 1
+            levels.append((table(ones_keys, top), z_base, z_xr, z_mult, zg))
+        self._distinct = (g_table, g_base, g_xr, g_mult, c_table, c_base, c_xr, c_mult, cell_group, levels)
+        return self._distinct
+
+    def _vector_counts(self, eps: float, per_group: bool):
+        """(tx_all, txy, d) summed (``per_group`` False: Python ints) or per group (int64 (G,))
+        from the run-length structures; the same integers as the row-wise reference path."""
+        g_table, g_base, g_xr, g_mult, c_table, c_base, c_xr, c_mult, cell_group, levels = self._distinct_structures()
+        if eps == 0.0:
+            lo_d = np.arange(self.xd.size, dtype=np.int64)
+            hi_d = lo_d + 1
+        else:
+            lo_d, hi_d = self._distinct_ranks(eps)
+        n_groups = self.sizes.shape[0]
+
+        def below(tab, q):
+            uk, first = tab
+            return first[q] if uk is None else first[np.searchsorted(uk, q, side="left")]
+
+        def total(values, mult, groups):
+            if not per_group:
+                return int((values * mult).sum())
+            return np.bincount(groups, weights=values * mult, minlength=n_groups).astype(np.int64)
+
+        win_g = below(g_table, g_base + hi_d[g_xr]) - below(g_table, g_base + lo_d[g_xr])
+        win_c = below(c_table, c_base + hi_d[c_xr]) - below(c_table, c_base + lo_d[c_xr])
+        tx_w = total(win_g, g_mult, g_base // self.kx1)
+        txy_w = total(win_c, c_mult, cell_group[c_base // self.kx1])
+        d = 0 if not per_group else np.zeros(n_groups, dtype=np.int64)
+        for tab, z_base, z_xr, z_mult, zg in levels:
+            k = below(tab, z_base + lo_d[z_xr]) - below(tab, z_base)
+            d = d + total(k, z_mult, zg)
+        return tx_w, txy_w, d
 
     def group_counts(self, eps: float = 0.0) -> np.ndarray:
         """Per-group counts: int64 array (G, 6) of (C, D, Tx, Ty, Txy, T) for each group code.
@@ -257,6 +378,16 @@ class _PairCounter:
         """
         n_groups = self.sizes.shape[0]
         g = self.g
+        if vectorised():
+            tx_w, txy_w, d = self._vector_counts(eps, per_group=True)
+            tx_all = (tx_w - self.sizes) // 2
+            txy = (txy_w - self.sizes) // 2
+            cell_size = np.bincount(self.cell)[self.cell]
+            ty_all = np.bincount(g, weights=cell_size - 1, minlength=n_groups).astype(np.int64) // 2
+            tx = tx_all - txy
+            ty = ty_all - txy
+            c = self.group_total - d - tx - ty - txy
+            return np.stack([c, d, tx, ty, txy, self.group_total], axis=1)
         lo, hi = self._ranks(eps)
         gb = g * self.kx1
         win = np.searchsorted(self.keys_g, gb + hi) - np.searchsorted(self.keys_g, gb + lo)
@@ -277,6 +408,14 @@ class _PairCounter:
         return np.stack([c, d, tx, ty, txy, self.group_total], axis=1)
 
     def counts(self, eps: float = 0.0) -> PairCounts:
+        if vectorised():
+            tx_w, txy_w, d = self._vector_counts(eps, per_group=False)
+            tx_all = (tx_w - self.n) // 2
+            txy = (txy_w - self.n) // 2
+            tx = tx_all - txy
+            ty = self.ties_y_all - txy
+            c = self.total - d - tx - ty - txy
+            return PairCounts(int(c), int(d), int(tx), int(ty), int(txy), int(self.total))
         lo, hi = self._ranks(eps)
         if eps == 0.0:
             tx_all, txy = self.ties_x_all0, self.ties_xy0
@@ -543,6 +682,15 @@ def statistic_value(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.nda
 
 def _group_values(x: np.ndarray, y: np.ndarray, codes: np.ndarray, statistic: str) -> np.ndarray:
     """Per-group statistic (nan for groups with < 2 rows or constant x or y), shape (G,)."""
+    if vectorised():
+        out, big = group_statistic(x, y, codes, statistic)
+        order = np.argsort(codes, kind="stable")
+        for code in big:  # groups too large to stack: one by one, as below
+            rows = order[codes[order] == code]
+            gx, gy = x[rows], y[rows]
+            if not ((gx == gx[0]).all() or (gy == gy[0]).all()):
+                out[code] = _statistic_value(gx, gy, statistic)
+        return out
     n_groups = int(codes.max()) + 1 if codes.size else 0
     out = np.full(n_groups, np.nan)
     order = np.argsort(codes, kind="stable")
