@@ -160,6 +160,12 @@ class JudgmentRow(serializers.Serializer):
     order = serializers.JSONField(help_text="the presentation order shown")
     seed = serializers.IntegerField()
     template_version = serializers.CharField()
+    image_key = serializers.CharField(allow_null=True, help_text="the rated image's key in its dataset (None: no image)")
+    system = serializers.JSONField(
+        allow_null=True, help_text="the system whose caption was rated (forced choice: [B's, C's]; None: a gold item)")
+    caption = serializers.JSONField(
+        allow_null=True, help_text="the caption text rated (forced choice: [B, C]; diversity: the set's texts; "
+                                   "visual atoms: the word; description: None, the value is the rater's text)")
 
 
 def progress_of(campaign: Campaign) -> dict:

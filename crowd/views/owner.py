@@ -364,10 +364,37 @@ def campaign_state(request, name):
 def campaign_publish_results(request, name):
     """POST (owner only, CSRF): publish the campaign's results, so its data (a description
     campaign's system and texts) appears on the public pages (:mod:`crowd.privacy`); recorded in
-    the audit trail (``publish-results``)."""
+    the audit trail (``publish-results``). Without ``confirmed=yes`` the answer is a confirmation
+    page saying what becomes public, and nothing changes (with JavaScript the page's dialog asks
+    instead). Undone by :func:`campaign_unpublish_results`."""
     campaign = owned_campaign(request, name)
+    if campaign.results_published_at is None and not confirmed(request):
+        texts = {"description": "the raters' descriptions, as the system campaign-" + campaign.name,
+                 }.get(campaign.kind, "its judgments' system")
+        return confirmation(request, campaign, title=f"Publish the results of {campaign.name}?", consequences=[
+            f"Anyone, logged in or not, will see this campaign's data on the public dataset, image and diversity "
+            f"pages and their downloads ({texts}).",
+            "You can make them private again from this page (Make private again), but what was public meanwhile "
+            "may have been copied.",
+            "Both steps are recorded in the audit trail.",
+        ], button="Publish the results", action=reverse("crowd:campaign-publish-results", kwargs={"name": campaign.name}),
+            fields={})
     privacy.publish_results(campaign, request.user)
-    messages.success(request, f"The results of {campaign.name} are public.")
+    messages.success(request, f"The results of {campaign.name} are public. Make private again undoes it.")
+    return redirect("crowd:campaign", name=campaign.name)
+
+
+@login_required
+@require_POST
+def campaign_unpublish_results(request, name):
+    """POST (owner only, CSRF): make the campaign's published results private again
+    (:func:`crowd.privacy.unpublish_results`, audited as ``unpublish-results``); a campaign whose
+    results are not public is left as it is."""
+    campaign = owned_campaign(request, name)
+    was_public = campaign.results_published_at is not None
+    privacy.unpublish_results(campaign, request.user)
+    messages.success(request, f"The results of {campaign.name} are private again: the public pages no longer show "
+                              "them." if was_public else f"The results of {campaign.name} were not public.")
     return redirect("crowd:campaign", name=campaign.name)
 
 
@@ -565,18 +592,14 @@ def campaign_export(request, name, fmt):
 @require_GET
 def campaign_aggregate(request, name):
     """CSV of the aggregated answer per (unit, criterion): mean for scales, majority vote for votes
-    (``?method=dawid_skene`` for Dawid & Skene 1979 instead)."""
+    (``?method=dawid_skene`` for Dawid & Skene 1979 instead), each row naming the image, system and
+    caption rated (:func:`crowd.export.aggregate_csv`)."""
     campaign = owned_campaign(request, name)
     method = request.GET.get("method") or None
     if method not in (None, "majority", "dawid_skene"):
         return HttpResponse("method must be majority or dawid_skene", status=400, content_type="text/plain")
-    buf = io.StringIO()
-    writer = csvsafe.writer(buf)
-    writer.writerow(["unit", "criterion", "value", "method"])
     label = method or ("mean" if KINDS[campaign.kind].aggregation == "mean" else "majority")
-    for criterion, values in sorted(quality.aggregate(campaign, method).items()):
-        for unit, value in sorted(values.items(), key=lambda kv: str(kv[0])):
-            writer.writerow([unit, criterion, value, label])
-    response = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
+    text = export.aggregate_csv(campaign, quality.aggregate(campaign, method), label)
+    response = HttpResponse(text, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{campaign.name}-aggregate.csv"'
     return response
