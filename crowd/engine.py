@@ -1171,3 +1171,43 @@ def campaign_counts(campaign: Campaign) -> dict:
         "late": Assignment.objects.filter(campaign=campaign, late=True).count(),
         "by_state": by_state,
     }
+
+
+def rater_counts(campaign: Campaign) -> list[dict]:
+    """Where each rater of ``campaign`` stands now, for the owners' console (the campaign page and
+    ``status.json``, polled while the page is open): one dict per worker with a verified assignment,
+    by rater id: ``worker`` (rater id), ``worker_pk``, ``label``, ``accepted`` (tasks held now),
+    ``submitted`` (answers given, gold checks included), ``gold_graded`` (graded gold answers),
+    ``awaiting_gold`` (answers stored but not counted until the rater has passed the campaign's
+    minimum gold checks, :func:`gold_checks_required`), ``gold_needed`` (checks still missing
+    before those count; 0 once passed), ``counted`` (judgments counted), ``status``
+    (``ok``/``warned``/``blocked``) and ``reason`` (why warned or blocked; for a rater whose answers
+    wait, what they wait for). Three queries whatever the campaign's size: one grouped count per
+    worker, the standings, and the number of gold items (:func:`gold_checks_required`)."""
+    required = gold_checks_required(campaign)
+    done = Q(assignments__state__in=Assignment.DONE_STATES)
+    mine = Q(assignments__campaign=campaign, assignments__verified=True)
+    rows = (Worker.objects.filter(mine).distinct().order_by("provider", "external_id")
+            .annotate(n_accepted=Count("assignments", filter=mine & Q(assignments__state=Assignment.ACCEPTED)),
+                      n_submitted=Count("assignments", filter=mine & done),
+                      n_graded=Count("assignments", filter=mine & Q(assignments__gold_correct__isnull=False)),
+                      n_awaiting=Count("assignments", filter=mine & Q(assignments__awaiting_gold=True)),
+                      n_counted=Count("assignments", filter=mine & Q(assignments__counted=True)))
+            .values("pk", "provider", "external_id", "label", "n_accepted", "n_submitted", "n_graded", "n_awaiting",
+                    "n_counted"))
+    standing = {w: (s, r) for w, s, r in
+                WorkerStatus.objects.filter(campaign=campaign).values_list("worker_id", "state", "reason")}
+    out = []
+    for r in rows:
+        status, reason = standing.get(r["pk"], (WorkerStatus.OK, ""))
+        needed = max(0, required - r["n_graded"]) if required else 0
+        if r["n_awaiting"] and status != WorkerStatus.BLOCKED and not reason:
+            reason = (f"{r['n_awaiting']} answers wait for {needed} more gold check{'s' if needed != 1 else ''} "
+                      f"({r['n_graded']} of {required} passed) before they count")
+        out.append({
+            "worker": f"{r['provider']}:{r['external_id']}", "worker_pk": r["pk"], "label": r["label"],
+            "accepted": r["n_accepted"], "submitted": r["n_submitted"], "gold_graded": r["n_graded"],
+            "awaiting_gold": r["n_awaiting"], "gold_needed": needed, "counted": r["n_counted"],
+            "status": status, "reason": reason,
+        })
+    return out

@@ -283,7 +283,8 @@ def speed_floor(campaign: Campaign) -> float:
 
 def console_context(request, campaign: Campaign, workers: list[dict]) -> dict:
     """What the campaign page adds for the console: invitation links (the ones just created are
-    marked new), the owners and the open co-owner invitations, the audit trail (last 50 entries), the speed threshold with each worker row flagged
+    marked new), where each rater stands now (:func:`crowd.engine.rater_counts`, the rows the page's
+    script refreshes from ``status.json``), the owners and the open co-owner invitations, the audit trail (last 50 entries), the speed threshold with each worker row flagged
     ``too_fast_median`` when its median seconds per task is under it, and the overrides each worker
     row offers. Cheap: a few queries, no report."""
     new = set(request.session.pop("new_invites", None) or [])
@@ -294,8 +295,11 @@ def console_context(request, campaign: Campaign, workers: list[dict]) -> dict:
     links = invitation_rows(request, campaign) if campaign.provider == Campaign.LOCAL else []
     for row in links:
         row["new"] = row["url"] in new
+    raters = engine.rater_counts(campaign)
     return {
         "invitations": links, "new_invites": len(new), "speed_floor": floor,
+        "raters": raters, "awaiting_gold": sum(r["awaiting_gold"] for r in raters),
+        "gold_required": engine.gold_checks_required(campaign),
         "audit_entries": AuditEntry.objects.filter(campaign=campaign)[:50],
         "transition_labels": transition_labels(campaign),
         "owner_names": sorted(campaign.owners.values_list("username", flat=True)),
@@ -539,11 +543,27 @@ def campaign_workers(request, name):
 def campaign_status(request, name):
     """JSON of the live counts the campaign page polls (no report is computed): ``state``,
     ``items``, ``complete_items``, ``gold_items``, ``judgments``, ``needed``, ``percent`` (judgments
-    / needed x 100, one decimal), ``late`` and ``by_state``."""
+    / needed x 100, one decimal), ``late`` and ``by_state``; and for the console left open:
+    ``gold_required`` (gold checks a rater passes before their answers count), ``awaiting_gold``
+    (answers stored but waiting for those checks), ``raters`` (:func:`crowd.engine.rater_counts`:
+    submitted, awaiting gold and why, counted, standing and its reason, per rater) and
+    ``invitations`` (each link's worker id, ``state`` unused/used/revoked, ``tasks`` and rater id).
+    A fixed number of queries whatever the campaign's size (grouped counts, no per-row query)."""
     campaign = owned_campaign(request, name)
+    return JsonResponse(live_status(campaign))
+
+
+def live_status(campaign: Campaign) -> dict:
+    """The body of :func:`campaign_status` (see there)."""
     counts = engine.campaign_counts(campaign)
     percent = round(100 * counts["judgments"] / counts["needed"], 1) if counts["needed"] else 0.0
-    return JsonResponse({"campaign": campaign.name, "state": campaign.state, **counts, "percent": percent})
+    raters = engine.rater_counts(campaign)
+    links = audit.invitations(campaign) if campaign.provider == Campaign.LOCAL else []
+    return {"campaign": campaign.name, "state": campaign.state, **counts, "percent": percent,
+            "gold_required": engine.gold_checks_required(campaign),
+            "awaiting_gold": sum(r["awaiting_gold"] for r in raters), "raters": raters,
+            "invitations": [{"worker": inv.worker.pk, "rater": inv.worker.rater_id, "state": inv.state,
+                             "tasks": inv.tasks} for inv in links]}
 
 
 @login_required
