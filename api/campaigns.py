@@ -75,7 +75,7 @@ NAME = r"[-a-zA-Z0-9_]+"
 
 # --- representations -------------------------------------------------------------------------------------
 class CampaignProgress(serializers.Serializer):
-    """Live counts of a campaign (``/campaigns/<name>/status.json``, :func:`crowd.engine.campaign_counts`)."""
+    """Live counts of a campaign (``/campaigns/<name>/status.json``, :func:`crowd.views.owner.live_status`)."""
 
     campaign = serializers.CharField()
     state = serializers.CharField()
@@ -87,6 +87,14 @@ class CampaignProgress(serializers.Serializer):
     late = serializers.IntegerField()
     by_state = serializers.DictField(child=serializers.IntegerField(), help_text="assignments by state")
     percent = serializers.FloatField(help_text="judgments / needed x 100, one decimal")
+    gold_required = serializers.IntegerField(help_text="gold checks a rater passes before their answers count")
+    awaiting_gold = serializers.IntegerField(help_text="answers kept but not counted until their rater passes them")
+    raters = serializers.ListField(
+        child=serializers.DictField(), help_text="per rater (crowd.engine.rater_counts): worker, label, accepted, "
+        "submitted, gold_graded, awaiting_gold, gold_needed, counted, status, reason")
+    invitations = serializers.ListField(
+        child=serializers.DictField(), help_text="a local campaign's invitation links: worker (id), rater, state "
+        "(unused, used, revoked), tasks")
 
 
 class CampaignHeading(serializers.Serializer):
@@ -169,10 +177,9 @@ class JudgmentRow(serializers.Serializer):
 
 
 def progress_of(campaign: Campaign) -> dict:
-    """The campaign's live counts as ``/campaigns/<name>/status.json`` gives them."""
-    counts = engine.campaign_counts(campaign)
-    percent = round(100 * counts["judgments"] / counts["needed"], 1) if counts["needed"] else 0.0
-    return {"campaign": campaign.name, "state": campaign.state, **counts, "percent": percent}
+    """The campaign's live counts as ``/campaigns/<name>/status.json`` gives them
+    (:func:`crowd.views.owner.live_status`)."""
+    return owner.live_status(campaign)
 
 
 def detail_of(request, campaign: Campaign) -> dict:

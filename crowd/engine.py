@@ -392,7 +392,8 @@ def gold_checks_required(campaign: Campaign) -> int:
     """
     if campaign.provider not in SERVED_PROVIDERS or not campaign.gold_every or not campaign.gold_min_answers:
         return 0
-    return min(campaign.gold_min_answers, Item.objects.filter(campaign=campaign, is_gold=True).count())
+    # a LIMIT-ed count: constant time whatever the number of gold items (task pages call this)
+    return Item.objects.filter(campaign=campaign, is_gold=True)[:campaign.gold_min_answers].count()
 
 
 def _graded_gold(campaign: Campaign, worker: Worker) -> int:
@@ -1202,8 +1203,10 @@ def rater_counts(campaign: Campaign) -> list[dict]:
         status, reason = standing.get(r["pk"], (WorkerStatus.OK, ""))
         needed = max(0, required - r["n_graded"]) if required else 0
         if r["n_awaiting"] and status != WorkerStatus.BLOCKED and not reason:
-            reason = (f"{r['n_awaiting']} answers wait for {needed} more gold check{'s' if needed != 1 else ''} "
-                      f"({r['n_graded']} of {required} passed) before they count")
+            one = r["n_awaiting"] == 1
+            reason = (f"{r['n_awaiting']} answer{'' if one else 's'} wait{'s' if one else ''} for {needed} more gold "
+                      f"check{'s' if needed != 1 else ''} ({r['n_graded']} of {required} passed) before "
+                      f"{'it counts' if one else 'they count'}")
         out.append({
             "worker": f"{r['provider']}:{r['external_id']}", "worker_pk": r["pk"], "label": r["label"],
             "accepted": r["n_accepted"], "submitted": r["n_submitted"], "gold_graded": r["n_graded"],
