@@ -1184,7 +1184,9 @@ def rater_counts(campaign: Campaign) -> list[dict]:
     before those count; 0 once passed), ``counted`` (judgments counted), ``status``
     (``ok``/``warned``/``blocked``) and ``reason`` (why warned or blocked; for a rater whose answers
     wait, what they wait for). Three queries whatever the campaign's size: one grouped count per
-    worker, the standings, and the number of gold items (:func:`gold_checks_required`)."""
+    worker, the standings, and the number of gold items (:func:`gold_checks_required`). A blocked
+    rater's waiting answers never count (:func:`count_awaiting_gold`): :func:`awaiting_total`
+    leaves them out."""
     required = gold_checks_required(campaign)
     done = Q(assignments__state__in=Assignment.DONE_STATES)
     mine = Q(assignments__campaign=campaign, assignments__verified=True)
@@ -1214,3 +1216,9 @@ def rater_counts(campaign: Campaign) -> list[dict]:
             "status": status, "reason": reason,
         })
     return out
+
+
+def awaiting_total(raters: list[dict]) -> int:
+    """The answers of :func:`rater_counts` rows that wait for gold checks and may still count (their
+    rater is not blocked)."""
+    return sum(r["awaiting_gold"] for r in raters if r["status"] != WorkerStatus.BLOCKED)

@@ -298,7 +298,7 @@ def console_context(request, campaign: Campaign, workers: list[dict]) -> dict:
     raters = engine.rater_counts(campaign)
     return {
         "invitations": links, "new_invites": len(new), "speed_floor": floor,
-        "raters": raters, "awaiting_gold": sum(r["awaiting_gold"] for r in raters),
+        "raters": raters, "awaiting_gold": engine.awaiting_total(raters),
         "gold_required": engine.gold_checks_required(campaign),
         "audit_entries": AuditEntry.objects.filter(campaign=campaign)[:50],
         "transition_labels": transition_labels(campaign),
@@ -545,7 +545,7 @@ def campaign_status(request, name):
     ``items``, ``complete_items``, ``gold_items``, ``judgments``, ``needed``, ``percent`` (judgments
     / needed x 100, one decimal), ``late`` and ``by_state``; and for the console left open:
     ``gold_required`` (gold checks a rater passes before their answers count), ``awaiting_gold``
-    (answers stored but waiting for those checks), ``raters`` (:func:`crowd.engine.rater_counts`:
+    (answers stored but waiting for those checks, blocked raters' left out: they never count), ``raters`` (:func:`crowd.engine.rater_counts`:
     submitted, awaiting gold and why, counted, standing and its reason, per rater) and
     ``invitations`` (each link's worker id, ``state`` unused/used/revoked, ``tasks`` and rater id).
     A fixed number of queries whatever the campaign's size (grouped counts, no per-row query)."""
@@ -561,7 +561,7 @@ def live_status(campaign: Campaign) -> dict:
     links = audit.invitations(campaign) if campaign.provider == Campaign.LOCAL else []
     return {"campaign": campaign.name, "state": campaign.state, **counts, "percent": percent,
             "gold_required": engine.gold_checks_required(campaign),
-            "awaiting_gold": sum(r["awaiting_gold"] for r in raters), "raters": raters,
+            "awaiting_gold": engine.awaiting_total(raters), "raters": raters,
             "invitations": [{"worker": inv.worker.pk, "rater": inv.worker.rater_id, "state": inv.state,
                              "tasks": inv.tasks} for inv in links]}
 
