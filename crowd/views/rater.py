@@ -98,8 +98,15 @@ def progress_bounded(campaign: Campaign, worker: Worker, item: Item,
     bound = PROGRESS_LOOKAHEAD
     if campaign.per_worker_cap is not None:
         bound = min(bound, max(0, campaign.per_worker_cap - normal_taken))
-    # open items up to ``bound`` (+ the previewed one, still open): COUNT over a LIMIT-ed scan
-    looked = engine._open_items(campaign, worker)[:bound + on_screen_normal].count() if bound else 0
+    # open items up to ``bound`` (+ the previewed one, still open): COUNT over a LIMIT-ed scan of the
+    # partial index of open items (item_open_position) in serving order, less the items this worker
+    # was given (a hashed NOT IN of their own rows). ``full`` is kept by the engine under the item's
+    # row lock and is stale only in the safe direction (crowd.engine._open_items re-checks the slots
+    # when claiming), so this is the count of items with a free slot, read without a subquery per item.
+    given = Assignment.objects.filter(campaign=campaign, worker=worker).values("item_id")
+    open_items = (Item.objects.filter(campaign=campaign, is_gold=False, full=False).exclude(pk__in=given)
+                  .order_by("position"))
+    looked = open_items[:bound + on_screen_normal].count() if bound else 0
     open_normal = max(0, looked - on_screen_normal)
     more = open_normal >= PROGRESS_LOOKAHEAD
     gold_more = 0
