@@ -373,11 +373,11 @@ def campaign_publish_results(request, name):
     instead). Undone by :func:`campaign_unpublish_results`."""
     campaign = owned_campaign(request, name)
     if campaign.results_published_at is None and not confirmed(request):
-        texts = {"description": "the raters' descriptions, as the system campaign-" + campaign.name,
-                 }.get(campaign.kind, "its judgments' system")
+        texts = (f" (the raters' descriptions, as the system campaign-{campaign.name})"
+                 if campaign.kind == "description" else "")
         return confirmation(request, campaign, title=f"Publish the results of {campaign.name}?", consequences=[
             f"Anyone, logged in or not, will see this campaign's data on the public dataset, image and diversity "
-            f"pages and their downloads ({texts}).",
+            f"pages and their downloads{texts}.",
             "You can make them private again from this page (Make private again), but what was public meanwhile "
             "may have been copied.",
             "Both steps are recorded in the audit trail.",
