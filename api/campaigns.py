@@ -75,7 +75,7 @@ NAME = r"[-a-zA-Z0-9_]+"
 
 # --- representations -------------------------------------------------------------------------------------
 class CampaignProgress(serializers.Serializer):
-    """Live counts of a campaign (``/campaigns/<name>/status.json``, :func:`crowd.engine.campaign_counts`)."""
+    """Live counts of a campaign (``/campaigns/<name>/status.json``, :func:`crowd.views.owner.live_status`)."""
 
     campaign = serializers.CharField()
     state = serializers.CharField()
@@ -87,6 +87,14 @@ class CampaignProgress(serializers.Serializer):
     late = serializers.IntegerField()
     by_state = serializers.DictField(child=serializers.IntegerField(), help_text="assignments by state")
     percent = serializers.FloatField(help_text="judgments / needed x 100, one decimal")
+    gold_required = serializers.IntegerField(help_text="gold checks a rater passes before their answers count")
+    awaiting_gold = serializers.IntegerField(help_text="answers kept but not counted until their rater passes them")
+    raters = serializers.ListField(
+        child=serializers.DictField(), help_text="per rater (crowd.engine.rater_counts): worker, label, accepted, "
+        "submitted, gold_graded, awaiting_gold, gold_needed, counted, status, reason")
+    invitations = serializers.ListField(
+        child=serializers.DictField(), help_text="a local campaign's invitation links: worker (id), rater, state "
+        "(unused, used, revoked), tasks")
 
 
 class CampaignHeading(serializers.Serializer):
@@ -160,13 +168,18 @@ class JudgmentRow(serializers.Serializer):
     order = serializers.JSONField(help_text="the presentation order shown")
     seed = serializers.IntegerField()
     template_version = serializers.CharField()
+    image_key = serializers.CharField(allow_null=True, help_text="the rated image's key in its dataset (None: no image)")
+    system = serializers.JSONField(
+        allow_null=True, help_text="the system whose caption was rated (forced choice: [B's, C's]; None: a gold item)")
+    caption = serializers.JSONField(
+        allow_null=True, help_text="the caption text rated (forced choice: [B, C]; diversity: the set's texts; "
+                                   "visual atoms: the word; description: None, the value is the rater's text)")
 
 
 def progress_of(campaign: Campaign) -> dict:
-    """The campaign's live counts as ``/campaigns/<name>/status.json`` gives them."""
-    counts = engine.campaign_counts(campaign)
-    percent = round(100 * counts["judgments"] / counts["needed"], 1) if counts["needed"] else 0.0
-    return {"campaign": campaign.name, "state": campaign.state, **counts, "percent": percent}
+    """The campaign's live counts as ``/campaigns/<name>/status.json`` gives them
+    (:func:`crowd.views.owner.live_status`)."""
+    return owner.live_status(campaign)
 
 
 def detail_of(request, campaign: Campaign) -> dict:

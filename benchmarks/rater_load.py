@@ -1,14 +1,19 @@
 """Load benchmark of the rater endpoints: simulated raters fetch and submit tasks as fast as they
 can against gunicorn + PostgreSQL on this machine, then every judgment is checked in the database.
 
-What one *fetch-and-submit cycle* is (the pages a rater's browser loads, ``crowd/views/rater.py``):
+What one *fetch-and-submit cycle* is (the pages a rater's browser loads, ``crowd/views/rater.py``).
+With ``--flow chain`` (the default) it is what a browser does now: the rater accepts once, on its
+first preview (``POST /rate/<campaign>/accept/``, 302 to the task page), and from then on each task is
 
-1. ``POST /rate/<campaign>/accept/``      claim the next task (302 to the task page)
-2. ``GET  /rate/<campaign>/task/<pk>/``    the task page (form with the item, submit key, CSRF)
-3. ``POST /rate/<campaign>/task/<pk>/submit/``  the answer (302 back to the campaign)
+1. ``GET  /rate/<campaign>/task/<pk>/``    the task page (form with the item, submit key, CSRF)
+2. ``POST /rate/<campaign>/task/<pk>/submit/``  the answer; the same request accepts the next task
+   (:func:`crowd.engine.accept`) and answers 302 to its page, which is step 1 of the next cycle
 
-With ``--flow browser`` the cycle also loads the preview page ``GET /rate/<campaign>/`` that a
-browser follows the submit redirect to (four requests). Each simulated rater holds one keep-alive
+(two requests; the one accept is in the rater's first cycle). ``--flow accept-each`` is the older
+three-request cycle, ``POST accept/`` before every task page (the submit's own next task is
+then returned by the next accept as the rater's unfinished one), and ``--flow accept-each-preview``
+adds the preview page ``GET /rate/<campaign>/`` before it (four requests): both kept to compare
+with the numbers measured before the chain (``direct`` and ``browser`` are their old names). Each simulated rater holds one keep-alive
 connection and a real session (made in the database before the run, as an invitation link does),
 sends the CSRF token from its cookie, and answers every criterion of the form at random.
 
@@ -41,7 +46,8 @@ every participant completed. ``--json`` keeps the keys of the direct scenario (`
 endpoint with ``p99``, ``check`` with ``lost`` and ``duplicate_judgments``).
 
 Run: .venv/bin/python benchmarks/rater_load.py [--raters 600] [--concurrency 8] [--duration 30]
-     [--gunicorn-workers 4] [--worker-class sync|gthread --threads N] [--flow direct|browser] [--json out.json]
+     [--gunicorn-workers 4] [--worker-class sync|gthread --threads N] [--flow chain|accept-each|accept-each-preview]
+     [--json out.json]
      .venv/bin/python benchmarks/rater_load.py --scenario study-burst [--participants 300]
      [--arrival-seconds 60] [--arrivals poisson|uniform] [--bundle 10] [--think-seconds 0] [--json out.json]
 Needs PostgreSQL (``--database-url``, default the ``captioneval_load`` database on 127.0.0.1,
@@ -299,6 +305,8 @@ class Rater:
     """One simulated rater: its session, CSRF secret and answers."""
 
     def __init__(self, i: int, session_key: str):
+        self.next_pk: int | None = None  # chain flow: the task the last submission accepted and redirected to
+        self.done = False  # chain flow: the last submission redirected to no task
         self.csrf = secrets.token_hex(16)  # a 32-character CSRF secret, as Django's cookie holds
         cookies = f"sessionid={session_key}; csrftoken={self.csrf}"
         self.get_headers = {"Cookie": cookies}
@@ -334,24 +342,34 @@ async def cycle(conn: Conn, r: Rater, name: str, flow: str, stats: Stats, until:
                 continue
             return status, headers, data
 
-    t0 = time.perf_counter()
-    if flow == "browser":
-        await call("preview", "GET", f"/rate/{name}/")
-    status, headers, _ = await call("accept", "POST", f"/rate/{name}/accept/")
-    m = TASK.search(headers.get("location", "")) if status == 302 else None
-    if m is None:
-        stats.stops["no task" if status == 200 else f"accept {status}"] += 1
+    if r.done:
         return False
-    pk = int(m.group(1))
+    t0 = time.perf_counter()
+    pk = r.next_pk if flow == "chain" else None
+    if pk is None:  # chain: the rater's first task (accepted once); the older flows: every task
+        if flow == "accept-each-preview":
+            await call("preview", "GET", f"/rate/{name}/")
+        status, headers, _ = await call("accept", "POST", f"/rate/{name}/accept/")
+        m = TASK.search(headers.get("location", "")) if status == 302 else None
+        if m is None:
+            stats.stops["no task" if status == 200 else f"accept {status}"] += 1
+            return False
+        pk = int(m.group(1))
     status, _, page = await call("task", "GET", f"/rate/{name}/task/{pk}/")
     if status != 200:
         stats.stops[f"task {status}"] += 1
         return False
     body, answer = answer_form(page, r.rng)
-    status, _, _ = await call("submit", "POST", f"/rate/{name}/task/{pk}/submit/", body)
+    status, headers, _ = await call("submit", "POST", f"/rate/{name}/task/{pk}/submit/", body)
     if status != 302:
         stats.stops[f"submit {status}"] += 1
         return False
+    if flow == "chain":  # the submission accepted the next task: its page is the next cycle's first request
+        m = TASK.search(headers.get("location", ""))
+        r.next_pk = int(m.group(1)) if m else None
+        if m is None:
+            r.done = True
+            stats.stops["no task"] += 1
     stats.submitted[pk] = {k: int(v) for k, v in answer.items()}
     stats.cycles += 1
     stats.latency["cycle"].append(time.perf_counter() - t0)
@@ -716,7 +734,11 @@ def main(argv=None):
                         "--scenario study-burst and of the deployment files: an arrival waits on Prolific's API, "
                         "and the other threads keep serving meanwhile)")
     p.add_argument("--threads", type=int, default=None, help="threads per gthread worker (default 4; sync: 1)")
-    p.add_argument("--flow", choices=("direct", "browser"), default="direct")
+    p.add_argument("--flow", choices=("chain", "accept-each", "accept-each-preview", "direct", "browser"),
+                   default="chain",
+                   help="chain: what a browser does now, accept once, then the task page and the answer (which "
+                        "accepts the next task) per task; accept-each (old name direct): POST accept/ before every "
+                        "task; accept-each-preview (old name browser): also the preview page")
     g = p.add_argument_group("study-burst")
     g.add_argument("--participants", type=int, default=300)
     g.add_argument("--arrival-seconds", type=float, default=60.0, help="the window the participants arrive in")
@@ -731,6 +753,7 @@ def main(argv=None):
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--json", help="write the results as JSON to this file")
     args = p.parse_args(argv)
+    args.flow = {"direct": "accept-each", "browser": "accept-each-preview"}.get(args.flow, args.flow)
     if args.worker_class is None:
         args.worker_class = "gthread" if args.scenario == "study-burst" else "sync"
     if args.threads is None:

@@ -6,7 +6,8 @@
 * Worker overrides (:func:`override_worker`): block, unblock, count (their stored answers) and
   uncount (release their counted answers).
 * State changes and invitations made from the owner pages are recorded with :func:`record`, as
-  are publishing a campaign's results (:func:`crowd.privacy.publish_results`) and co-owner
+  are publishing a campaign's results and making them private again
+  (:func:`crowd.privacy.publish_results`, :func:`crowd.privacy.unpublish_results`) and co-owner
   invitations (:mod:`crowd.owners`).
 * The irreversible actions of the provider pages (:data:`PROVIDER_ACTIONS`: what spends money,
   pays, rejects, blocks, messages or ends something on Prolific or MTurk) are recorded with

@@ -392,7 +392,8 @@ def gold_checks_required(campaign: Campaign) -> int:
     """
     if campaign.provider not in SERVED_PROVIDERS or not campaign.gold_every or not campaign.gold_min_answers:
         return 0
-    return min(campaign.gold_min_answers, Item.objects.filter(campaign=campaign, is_gold=True).count())
+    # a LIMIT-ed count: constant time whatever the number of gold items (task pages call this)
+    return Item.objects.filter(campaign=campaign, is_gold=True)[:campaign.gold_min_answers].count()
 
 
 def _graded_gold(campaign: Campaign, worker: Worker) -> int:
@@ -1171,3 +1172,53 @@ def campaign_counts(campaign: Campaign) -> dict:
         "late": Assignment.objects.filter(campaign=campaign, late=True).count(),
         "by_state": by_state,
     }
+
+
+def rater_counts(campaign: Campaign) -> list[dict]:
+    """Where each rater of ``campaign`` stands now, for the owners' console (the campaign page and
+    ``status.json``, polled while the page is open): one dict per worker with a verified assignment,
+    by rater id: ``worker`` (rater id), ``worker_pk``, ``label``, ``accepted`` (tasks held now),
+    ``submitted`` (answers given, gold checks included), ``gold_graded`` (graded gold answers),
+    ``awaiting_gold`` (answers stored but not counted until the rater has passed the campaign's
+    minimum gold checks, :func:`gold_checks_required`), ``gold_needed`` (checks still missing
+    before those count; 0 once passed), ``counted`` (judgments counted), ``status``
+    (``ok``/``warned``/``blocked``) and ``reason`` (why warned or blocked; for a rater whose answers
+    wait, what they wait for). Three queries whatever the campaign's size: one grouped count per
+    worker, the standings, and the number of gold items (:func:`gold_checks_required`). A blocked
+    rater's waiting answers never count (:func:`count_awaiting_gold`): :func:`awaiting_total`
+    leaves them out."""
+    required = gold_checks_required(campaign)
+    done = Q(assignments__state__in=Assignment.DONE_STATES)
+    mine = Q(assignments__campaign=campaign, assignments__verified=True)
+    rows = (Worker.objects.filter(mine).distinct().order_by("provider", "external_id")
+            .annotate(n_accepted=Count("assignments", filter=mine & Q(assignments__state=Assignment.ACCEPTED)),
+                      n_submitted=Count("assignments", filter=mine & done),
+                      n_graded=Count("assignments", filter=mine & Q(assignments__gold_correct__isnull=False)),
+                      n_awaiting=Count("assignments", filter=mine & Q(assignments__awaiting_gold=True)),
+                      n_counted=Count("assignments", filter=mine & Q(assignments__counted=True)))
+            .values("pk", "provider", "external_id", "label", "n_accepted", "n_submitted", "n_graded", "n_awaiting",
+                    "n_counted"))
+    standing = {w: (s, r) for w, s, r in
+                WorkerStatus.objects.filter(campaign=campaign).values_list("worker_id", "state", "reason")}
+    out = []
+    for r in rows:
+        status, reason = standing.get(r["pk"], (WorkerStatus.OK, ""))
+        needed = max(0, required - r["n_graded"]) if required else 0
+        if r["n_awaiting"] and status != WorkerStatus.BLOCKED and not reason:
+            one = r["n_awaiting"] == 1
+            reason = (f"{r['n_awaiting']} answer{'' if one else 's'} wait{'s' if one else ''} for {needed} more gold "
+                      f"check{'s' if needed != 1 else ''} ({r['n_graded']} of {required} passed) before "
+                      f"{'it counts' if one else 'they count'}")
+        out.append({
+            "worker": f"{r['provider']}:{r['external_id']}", "worker_pk": r["pk"], "label": r["label"],
+            "accepted": r["n_accepted"], "submitted": r["n_submitted"], "gold_graded": r["n_graded"],
+            "awaiting_gold": r["n_awaiting"], "gold_needed": needed, "counted": r["n_counted"],
+            "status": status, "reason": reason,
+        })
+    return out
+
+
+def awaiting_total(raters: list[dict]) -> int:
+    """The answers of :func:`rater_counts` rows that wait for gold checks and may still count (their
+    rater is not blocked)."""
+    return sum(r["awaiting_gold"] for r in raters if r["status"] != WorkerStatus.BLOCKED)

@@ -4,10 +4,11 @@ A campaign's data -- its judgments, its raters' texts, and the human system a de
 campaign fills with its raters' descriptions (``campaign-<name>``, see
 :mod:`crowd.kinds.description`) -- is shown on the owner pages only, until an owner publishes the
 campaign's results (:func:`publish_results`, the "Publish results" button of the owner page, which
-sets ``Campaign.results_published_at``). Until then, every public page and download (the dataset,
-image and diversity pages and their JSON/CSV/PNG files) leaves out the systems
-:func:`private_system_ids` names. Publishing cannot be undone from the site: what was public may
-have been copied.
+sets ``Campaign.results_published_at``; the page asks for a confirmation first). Until then, every
+public page and download (the dataset, image and diversity pages and their JSON/CSV/PNG files)
+leaves out the systems :func:`private_system_ids` names. Publishing is reversible
+(:func:`unpublish_results`, the page's "Make private again"): the data leaves the public pages at
+once, though what was public meanwhile may have been copied; both steps are in the audit trail.
 
 Imported judgments and systems (``campaign`` null, names chosen by the importer) are public as
 before; the public correlation and benchmark reports read imported judgments only
@@ -63,7 +64,7 @@ def public_systems(dataset):
 
 def publish_results(campaign: Campaign, user=None) -> Campaign:
     """Publish ``campaign``'s results: from now on its system and texts appear on public pages.
-    Irreversible, so the publication is written to the campaign's audit trail
+    The publication is written to the campaign's audit trail
     (``publish-results``, by ``user``; None: the platform) in the same transaction. Idempotent (the
     first publication time is kept, and a second call writes no entry). The caller checks that the
     user owns the campaign (the owner page does, :func:`crowd.views.owner.owned_campaign`)."""
@@ -74,4 +75,22 @@ def publish_results(campaign: Campaign, user=None) -> Campaign:
             current.save(update_fields=["results_published_at"])
             audit.record(current, user, "publish-results", detail={"kind": current.kind})
     campaign.results_published_at = current.results_published_at
+    return campaign
+
+
+def unpublish_results(campaign: Campaign, user=None) -> Campaign:
+    """Undo :func:`publish_results`: ``campaign``'s system and texts leave the public pages again
+    (``results_published_at`` back to None), written to the audit trail (``unpublish-results``, by
+    ``user``) in the same transaction, with the publication time it ends. Idempotent (a campaign
+    whose results are not public is left as it is and no entry is written). The caller checks that
+    the user owns the campaign."""
+    with transaction.atomic():
+        current = Campaign.objects.select_for_update().get(pk=campaign.pk)
+        if current.results_published_at is not None:
+            since = current.results_published_at
+            current.results_published_at = None
+            current.save(update_fields=["results_published_at"])
+            audit.record(current, user, "unpublish-results",
+                         detail={"kind": current.kind, "public_since": since.isoformat(timespec="seconds")})
+    campaign.results_published_at = None
     return campaign

@@ -39,6 +39,8 @@ urlpatterns = [
     path("campaigns/<slug:name>/state/", owner.campaign_state, name="campaign-state"),
     path("campaigns/<slug:name>/invite/", owner.campaign_invite, name="campaign-invite"),
     path("campaigns/<slug:name>/publish-results/", owner.campaign_publish_results, name="campaign-publish-results"),
+    path("campaigns/<slug:name>/unpublish-results/", owner.campaign_unpublish_results,
+         name="campaign-unpublish-results"),
     path("campaigns/<slug:name>/invitations/", owner.campaign_invitations, name="campaign-invitations"),
     path("campaigns/<slug:name>/owners/", owner.campaign_owners, name="campaign-owners"),
     path("campaigns/co-owner-invitations/<int:pk>/", owner.owner_invitation_answer, name="owner-invitation-answer"),

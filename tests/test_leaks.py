@@ -139,7 +139,7 @@ def test_publishing_results_and_irreversible_provider_actions_are_audited(live_s
     http = session(alice)
     campaign = bare_campaign("mine", alice)
     for _ in range(2):  # publishing twice: one publication, one entry
-        assert http.post("/campaigns/mine/publish-results/").status_code == 302
+        assert http.post("/campaigns/mine/publish-results/", data={"confirmed": "yes"}).status_code == 302
     campaign.refresh_from_db()
     assert campaign.results_published_at is not None
     entries = list(AuditEntry.objects.filter(campaign=campaign).values_list("action", "actor"))

@@ -81,7 +81,13 @@ def test_anonymous_pages_hide_a_live_campaign_until_the_owner_publishes(live_des
     campaign.refresh_from_db()
     assert campaign.results_published_at is None
     token = detail.cookies["csrftoken"].value
-    response = owner.post("/campaigns/secret-desc/publish-results/", {"csrfmiddlewaretoken": token})
+    # without confirmed=yes (no JavaScript): a confirmation page saying what becomes public, nothing published
+    asked = owner.post("/campaigns/secret-desc/publish-results/", {"csrfmiddlewaretoken": token})
+    assert asked.status_code == 200 and 'id="confirm-form"' in asked.content.decode()
+    assert "Make private again" in asked.content.decode()
+    campaign.refresh_from_db()
+    assert campaign.results_published_at is None
+    response = owner.post("/campaigns/secret-desc/publish-results/", {"csrfmiddlewaretoken": token, "confirmed": "yes"})
     assert response.status_code == 302 and response["Location"] == "/campaigns/secret-desc/"
     campaign.refresh_from_db()
     assert campaign.results_published_at is not None

@@ -416,7 +416,8 @@ def test_credentials_and_the_secret_key_never_reach_a_page_or_the_database(site,
         assert len(pages) > 60
     # the crawl reached every campaign page, download and MTurk page (including Django's admin)
     owner_pages = {p.name for route, p in all_patterns() if route.startswith("campaigns/<slug:name>") and p.name}
-    assert owner_pages - {"campaign-state", "campaign-invite", "campaign-publish-results", "mturk-action",
+    assert owner_pages - {"campaign-state", "campaign-invite", "campaign-publish-results", "campaign-unpublish-results",
+                           "mturk-action",
                            "campaign-prolific-action", "campaign-owners"} <= crowd_names  # POST only
     assert {"crowd_mturkconfig_change", "crowd_worker_change", "crowd_campaign_change"} <= crowd_names
 

@@ -317,7 +317,7 @@ class AuditEntry(models.Model):
 
     ACTIONS = [(a, a) for a in (
         "publish", "pause", "resume", "finish", "auto-finish", "invite", "revoke", "block", "unblock", "count",
-        "uncount", "publish-results",
+        "uncount", "publish-results", "unpublish-results",
         # co-owners (crowd.owners): an owner invites a user name, the invitation is revoked, or its user answers
         "owner-invite", "owner-revoke", "owner-accept", "owner-decline",
         # the irreversible actions of the provider pages (crowd.audit.PROVIDER_ACTIONS)

@@ -283,7 +283,8 @@ def speed_floor(campaign: Campaign) -> float:
 
 def console_context(request, campaign: Campaign, workers: list[dict]) -> dict:
     """What the campaign page adds for the console: invitation links (the ones just created are
-    marked new), the owners and the open co-owner invitations, the audit trail (last 50 entries), the speed threshold with each worker row flagged
+    marked new), where each rater stands now (:func:`crowd.engine.rater_counts`, the rows the page's
+    script refreshes from ``status.json``), the owners and the open co-owner invitations, the audit trail (last 50 entries), the speed threshold with each worker row flagged
     ``too_fast_median`` when its median seconds per task is under it, and the overrides each worker
     row offers. Cheap: a few queries, no report."""
     new = set(request.session.pop("new_invites", None) or [])
@@ -294,8 +295,11 @@ def console_context(request, campaign: Campaign, workers: list[dict]) -> dict:
     links = invitation_rows(request, campaign) if campaign.provider == Campaign.LOCAL else []
     for row in links:
         row["new"] = row["url"] in new
+    raters = engine.rater_counts(campaign)
     return {
         "invitations": links, "new_invites": len(new), "speed_floor": floor,
+        "raters": raters, "awaiting_gold": engine.awaiting_total(raters),
+        "gold_required": engine.gold_checks_required(campaign),
         "audit_entries": AuditEntry.objects.filter(campaign=campaign)[:50],
         "transition_labels": transition_labels(campaign),
         "owner_names": sorted(campaign.owners.values_list("username", flat=True)),
@@ -364,10 +368,37 @@ def campaign_state(request, name):
 def campaign_publish_results(request, name):
     """POST (owner only, CSRF): publish the campaign's results, so its data (a description
     campaign's system and texts) appears on the public pages (:mod:`crowd.privacy`); recorded in
-    the audit trail (``publish-results``)."""
+    the audit trail (``publish-results``). Without ``confirmed=yes`` the answer is a confirmation
+    page saying what becomes public, and nothing changes (with JavaScript the page's dialog asks
+    instead). Undone by :func:`campaign_unpublish_results`."""
     campaign = owned_campaign(request, name)
+    if campaign.results_published_at is None and not confirmed(request):
+        texts = (f" (the raters' descriptions, as the system campaign-{campaign.name})"
+                 if campaign.kind == "description" else "")
+        return confirmation(request, campaign, title=f"Publish the results of {campaign.name}?", consequences=[
+            f"Anyone, logged in or not, will see this campaign's data on the public dataset, image and diversity "
+            f"pages and their downloads{texts}.",
+            "You can make them private again from this page (Make private again), but what was public meanwhile "
+            "may have been copied.",
+            "Both steps are recorded in the audit trail.",
+        ], button="Publish the results", action=reverse("crowd:campaign-publish-results", kwargs={"name": campaign.name}),
+            fields={})
     privacy.publish_results(campaign, request.user)
-    messages.success(request, f"The results of {campaign.name} are public.")
+    messages.success(request, f"The results of {campaign.name} are public. Make private again undoes it.")
+    return redirect("crowd:campaign", name=campaign.name)
+
+
+@login_required
+@require_POST
+def campaign_unpublish_results(request, name):
+    """POST (owner only, CSRF): make the campaign's published results private again
+    (:func:`crowd.privacy.unpublish_results`, audited as ``unpublish-results``); a campaign whose
+    results are not public is left as it is."""
+    campaign = owned_campaign(request, name)
+    was_public = campaign.results_published_at is not None
+    privacy.unpublish_results(campaign, request.user)
+    messages.success(request, f"The results of {campaign.name} are private again: the public pages no longer show "
+                              "them." if was_public else f"The results of {campaign.name} were not public.")
     return redirect("crowd:campaign", name=campaign.name)
 
 
@@ -512,11 +543,27 @@ def campaign_workers(request, name):
 def campaign_status(request, name):
     """JSON of the live counts the campaign page polls (no report is computed): ``state``,
     ``items``, ``complete_items``, ``gold_items``, ``judgments``, ``needed``, ``percent`` (judgments
-    / needed x 100, one decimal), ``late`` and ``by_state``."""
+    / needed x 100, one decimal), ``late`` and ``by_state``; and for the console left open:
+    ``gold_required`` (gold checks a rater passes before their answers count), ``awaiting_gold``
+    (answers stored but waiting for those checks, blocked raters' left out: they never count), ``raters`` (:func:`crowd.engine.rater_counts`:
+    submitted, awaiting gold and why, counted, standing and its reason, per rater) and
+    ``invitations`` (each link's worker id, ``state`` unused/used/revoked, ``tasks`` and rater id).
+    A fixed number of queries whatever the campaign's size (grouped counts, no per-row query)."""
     campaign = owned_campaign(request, name)
+    return JsonResponse(live_status(campaign))
+
+
+def live_status(campaign: Campaign) -> dict:
+    """The body of :func:`campaign_status` (see there)."""
     counts = engine.campaign_counts(campaign)
     percent = round(100 * counts["judgments"] / counts["needed"], 1) if counts["needed"] else 0.0
-    return JsonResponse({"campaign": campaign.name, "state": campaign.state, **counts, "percent": percent})
+    raters = engine.rater_counts(campaign)
+    links = audit.invitations(campaign) if campaign.provider == Campaign.LOCAL else []
+    return {"campaign": campaign.name, "state": campaign.state, **counts, "percent": percent,
+            "gold_required": engine.gold_checks_required(campaign),
+            "awaiting_gold": engine.awaiting_total(raters), "raters": raters,
+            "invitations": [{"worker": inv.worker.pk, "rater": inv.worker.rater_id, "state": inv.state,
+                             "tasks": inv.tasks} for inv in links]}
 
 
 @login_required
@@ -565,18 +612,14 @@ def campaign_export(request, name, fmt):
 @require_GET
 def campaign_aggregate(request, name):
     """CSV of the aggregated answer per (unit, criterion): mean for scales, majority vote for votes
-    (``?method=dawid_skene`` for Dawid & Skene 1979 instead)."""
+    (``?method=dawid_skene`` for Dawid & Skene 1979 instead), each row naming the image, system and
+    caption rated (:func:`crowd.export.aggregate_csv`)."""
     campaign = owned_campaign(request, name)
     method = request.GET.get("method") or None
     if method not in (None, "majority", "dawid_skene"):
         return HttpResponse("method must be majority or dawid_skene", status=400, content_type="text/plain")
-    buf = io.StringIO()
-    writer = csvsafe.writer(buf)
-    writer.writerow(["unit", "criterion", "value", "method"])
     label = method or ("mean" if KINDS[campaign.kind].aggregation == "mean" else "majority")
-    for criterion, values in sorted(quality.aggregate(campaign, method).items()):
-        for unit, value in sorted(values.items(), key=lambda kv: str(kv[0])):
-            writer.writerow([unit, criterion, value, label])
-    response = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
+    text = export.aggregate_csv(campaign, quality.aggregate(campaign, method), label)
+    response = HttpResponse(text, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{campaign.name}-aggregate.csv"'
     return response

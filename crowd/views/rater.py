@@ -12,7 +12,7 @@ The flow (docs/campaigns.md, "The rater's flow"): the rater accepts once, on the
 after that every submission (and every returned task) is followed by the next task, accepted by
 the same request through :func:`crowd.engine.accept` (so the engine's guarantees hold unchanged),
 until there is none or the rater chooses "Submit and stop". Each task page says "Task n of N"
-(:func:`progress`), the time left in words (:func:`friendly_duration`) and, to a warned rater, what
+(:func:`progress_bounded`, in constant time: "N+" when more is open than it looks ahead), the time left in words (:func:`friendly_duration`) and, to a warned rater, what
 the quality checks found and what happens next (:func:`crowd.quality.rater_warning`).
 """
 from __future__ import annotations
@@ -52,9 +52,29 @@ def friendly_duration(seconds) -> str:
     return f"{sec} s"
 
 
+#: how far ahead "Task n of N" counts the items still open to a rater: at most this many open items
+#: (and gold items) are read, so a task page costs the same at 50 items as at 50,000; beyond it the
+#: page says "Task n of N+" (N a lower bound)
+PROGRESS_LOOKAHEAD = 100
+
+
 def progress(campaign: Campaign, worker: Worker, item: Item, current: Assignment | None = None) -> tuple[int, int]:
     """(n, N) for "Task n of N" of ``worker`` in ``campaign``, ``item`` being the task on screen
+    (their accepted assignment ``current``, or the previewed item when ``current`` is None); see
+    :func:`progress_bounded`, of which this is the first two values."""
+    return progress_bounded(campaign, worker, item, current)[:2]
+
+
+def progress_bounded(campaign: Campaign, worker: Worker, item: Item,
+                     current: Assignment | None = None) -> tuple[int, int, bool]:
+    """(n, N, more) for "Task n of N" of ``worker`` in ``campaign``, ``item`` being the task on screen
     (their accepted assignment ``current``, or the previewed item when ``current`` is None).
+
+    Constant time in the campaign's size: the open items and the unseen gold items are counted only
+    up to :data:`PROGRESS_LOOKAHEAD` (or the per-worker cap, or the gold checks still due, when
+    smaller), each a ``COUNT`` over a ``LIMIT``-ed index scan; the worker's own counts read their own
+    rows. ``more`` is True when a count reached that bound: N is then a lower bound ("N+"), since
+    the rater has more open items than the page looked at.
 
     n = the worker's submitted tasks in the campaign (check questions included) + 1, the task on
     screen. N = the most tasks the worker can do in the campaign, counting those done: n + the
@@ -73,27 +93,40 @@ def progress(campaign: Campaign, worker: Worker, item: Item, current: Assignment
     )
     n = counts["done"] + 1
     previewed = current is None  # the item on screen is not among ``mine`` yet
-    open_normal = engine._open_items(campaign, worker).count()
-    if previewed and not item.is_gold:
-        open_normal = max(0, open_normal - 1)
-    normal_taken = counts["normal_taken"] + (1 if previewed and not item.is_gold else 0)
+    on_screen_normal = 1 if previewed and not item.is_gold else 0
+    normal_taken = counts["normal_taken"] + on_screen_normal
+    bound = PROGRESS_LOOKAHEAD
     if campaign.per_worker_cap is not None:
-        open_normal = max(0, min(open_normal, campaign.per_worker_cap - normal_taken))
+        bound = min(bound, max(0, campaign.per_worker_cap - normal_taken))
+    # open items up to ``bound`` (+ the previewed one, still open): COUNT over a LIMIT-ed scan of the
+    # partial index of open items (item_open_position) in serving order, less the items this worker
+    # was given (a hashed NOT IN of their own rows). ``full`` is kept by the engine under the item's
+    # row lock and is stale only in the safe direction (crowd.engine._open_items re-checks the slots
+    # when claiming), so this is the count of items with a free slot, read without a subquery per item.
+    given = Assignment.objects.filter(campaign=campaign, worker=worker).values("item_id")
+    open_items = (Item.objects.filter(campaign=campaign, is_gold=False, full=False).exclude(pk__in=given)
+                  .order_by("position"))
+    looked = open_items[:bound + on_screen_normal].count() if bound else 0
+    open_normal = max(0, looked - on_screen_normal)
+    more = open_normal >= PROGRESS_LOOKAHEAD
     gold_more = 0
     if campaign.provider == Campaign.LOCAL and campaign.gold_every:
-        unseen = (Item.objects.filter(campaign=campaign, is_gold=True)
-                  .exclude(pk__in=mine.values("item_id")).count() - (1 if previewed and item.is_gold else 0))
+        on_screen_gold = 1 if previewed and item.is_gold else 0
+        gold_given = counts["gold_graded"] + (1 if item.is_gold else 0)
         if campaign.gold_every == 1:
-            gold_more = unseen
+            needed = PROGRESS_LOOKAHEAD
         else:
             # gold is due while graded <= normal // (gold_every - 1): over every normal task they can
             # still reach, normal_end // (gold_every - 1) + 1 graded checks in all
-            normal_end = counts["normal_kept"] + open_normal + (1 if previewed and not item.is_gold else 0)
-            gold_given = counts["gold_graded"] + (1 if item.is_gold else 0)
-            needed = max(normal_end // (campaign.gold_every - 1) + 1,
-                         engine.gold_checks_required(campaign)) - gold_given
+            normal_end = counts["normal_kept"] + open_normal + on_screen_normal
+            needed = min(PROGRESS_LOOKAHEAD, max(normal_end // (campaign.gold_every - 1) + 1,
+                                                 engine.gold_checks_required(campaign)) - gold_given)
+        if needed > 0:
+            unseen = (Item.objects.filter(campaign=campaign, is_gold=True).exclude(pk__in=mine.values("item_id"))
+                      .order_by("position")[:needed + on_screen_gold].count() - on_screen_gold)
             gold_more = max(0, min(unseen, needed))
-    return n, max(n, n + open_normal + gold_more)
+            more = more or (campaign.gold_every == 1 and gold_more >= PROGRESS_LOOKAHEAD)
+    return n, max(n, n + open_normal + gold_more), more
 
 
 def current_worker(request) -> Worker | None:
@@ -168,11 +201,11 @@ def next_task(request, name):
         })
     spec = get_kind(campaign.kind)
     order = spec.presentation_order(item.payload, random.Random(0))
-    n, total = progress(campaign, worker, item)
+    n, total, more = progress_bounded(campaign, worker, item)
     return render(request, "crowd/rater/task.html", {
         "campaign": campaign, "spec": spec, "payload": item.payload, "preview": True,
         "task": spec.context(item.payload, order), "kind_template": spec.template,
-        "task_number": n, "task_total": total, "warning": rater_warning(campaign, worker),
+        "task_number": n, "task_total": total, "task_total_more": more, "warning": rater_warning(campaign, worker),
     })
 
 
@@ -246,13 +279,14 @@ def _own_assignment(request, name, pk):
 def _render_task(request, assignment, errors=None, data=None, status=200):
     spec = get_kind(assignment.campaign.kind)
     seconds_left = max(0, int((assignment.deadline - timezone.now()).total_seconds()))
-    n, total = progress(assignment.campaign, assignment.worker, assignment.item, assignment)
+    n, total, more = progress_bounded(assignment.campaign, assignment.worker, assignment.item, assignment)
     return render(request, "crowd/rater/task.html", {
         "campaign": assignment.campaign, "spec": spec, "assignment": assignment, "payload": assignment.item.payload,
         "task": spec.context(assignment.item.payload, assignment.order), "kind_template": spec.template,
         "errors": errors or {}, "data": data or {}, "submit_key": secrets.token_hex(16),
         "seconds_left": seconds_left, "time_left": friendly_duration(seconds_left),
-        "task_number": n, "task_total": total, "warning": rater_warning(assignment.campaign, assignment.worker),
+        "task_number": n, "task_total": total, "task_total_more": more,
+        "warning": rater_warning(assignment.campaign, assignment.worker),
     }, status=status)
 
 
