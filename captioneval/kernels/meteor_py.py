@@ -38,8 +38,9 @@ Facts about the jar that exactness depends on (each reproduced here):
 * sorts are stable (``Collections.sort``) over lists built in a fixed order;
 * the stemmer is Snowball English as in ``snowballstemmer`` 2.2.0;
 * ``Math.pow(frag, 0.2)`` is HotSpot's, which differs from C's ``pow`` for some arguments: per-segment
-  fragmentations ``chunks / (matches / 2)`` are checked exhaustively for chunks <= 128, matches <= 512
-  and the differing ones are corrected from :data:`_POW_FIXES`; the corpus aggregate's fragmentation
+  fragmentations ``chunks / (matches / 2)`` were checked exhaustively for chunks <= 256, matches <= 1024
+  (every caption pair of up to 512 words a side) and the 184 that differ are corrected from
+  :data:`_POW_FIXES`; the corpus aggregate's fragmentation
   is arbitrary, so it equals the jar's or differs by at most the one-ulp difference of ``pow``.
 """
 from __future__ import annotations
@@ -49,6 +50,7 @@ import hashlib
 import importlib.util
 import io
 import math
+import operator
 import os
 import re
 import threading
@@ -278,17 +280,22 @@ class _ParaphraseIndex:
         of word ids) -> paraphrases (tuples of ids) in file order. Every other entry can match nothing
         in a batch whose words are ``words``."""
         ids = [self.vocab[w] for w in words if w in self.vocab]
-        ok = np.zeros(len(self.vocab_list) + 1, dtype=bool)
-        ok[ids] = True
-        bad_ref = np.add.reduceat((~ok[self.ref_words]).astype(np.int32), self.ref_off[:-1]) \
-            if len(self.ref_words) else np.zeros(0, dtype=np.int32)
-        bad_par = np.add.reduceat((~ok[self.par_words]).astype(np.int32), self.par_off[:-1]) \
-            if len(self.par_words) else np.zeros(0, dtype=np.int32)
-        # reduceat over an empty segment returns the element at its start: mask empty phrases out
-        empty = (np.diff(self.ref_off) == 0) | (np.diff(self.par_off) == 0)
-        keep = np.flatnonzero((bad_ref == 0) & (bad_par == 0) & ~empty)
-        table: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        bad = np.ones(len(self.vocab_list) + 1, dtype=bool)
+        bad[ids] = False
         ro, rw, po, pw = self.ref_off, self.ref_words, self.par_off, self.par_words
+        # first words first (cheap), then the other words of the surviving entries, position by position
+        keep = np.flatnonzero(~bad[rw[ro[:-1]]] & ~bad[pw[po[:-1]]])
+        for off, words_ in ((ro, rw), (po, pw)):
+            start = off[keep]
+            length = off[keep + 1] - start
+            k = 1
+            while len(keep) and k < int(length.max()):
+                longer = length > k
+                ok = ~longer
+                ok[longer] = ~bad[words_[start[longer] + k]]
+                keep, start, length = keep[ok], start[ok], length[ok]
+                k += 1
+        table: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
         for e in keep.tolist():
             ref = tuple(rw[ro[e]:ro[e + 1]].tolist())
             table.setdefault(ref, []).append(tuple(pw[po[e]:po[e + 1]].tolist()))
@@ -382,7 +389,7 @@ class _Resources:
 # Aligner (Aligner.align / resolve)
 # --------------------------------------------------------------------------------------------------
 class _Match:
-    __slots__ = ("start", "length", "mstart", "mlength", "module", "mask1", "mask2", "gain")
+    __slots__ = ("start", "length", "mstart", "mlength", "module", "mask1", "mask2", "gain", "dist")
 
     def __init__(self, start, length, mstart, mlength, module):
         self.start = start
@@ -395,73 +402,129 @@ class _Match:
         w = _ALIGN_WEIGHTS[module]
         # PartialAlignment.matches1/2 are ints: int += length * weight truncates (weights >= 0)
         self.gain = int(mlength * w) + int(length * w)
+        self.dist = abs(start - mstart)
 
 
-def _align(words1: list[str], words2: list[str], res: _Resources, para: dict) -> tuple:
-    """Align test ``words1`` to reference ``words2``. Returns (matches list by words2 position,
-    content/function counts per module (4 lists of 4), chunks)."""
-    n1, n2 = len(words1), len(words2)
-    info1 = [res.word(w) for w in words1]
-    info2 = [res.word(w) for w in words2]
-    h1 = [x[0] for x in info1]
-    h2 = [x[0] for x in info2]
+class _Sentence:
+    """Per-sentence data the matchers need, computed once per batch for each distinct sentence:
+    word hashes, stem hashes, synsets, function-word flags, paraphrase-table ids, position indexes
+    (word hash / stem hash / synset / table id -> ascending positions) and, per start position, the
+    paraphrase paths (``ParaphraseTransducer.getReferencePaths``)."""
+
+    __slots__ = ("words", "n", "h", "stem", "syn", "fw", "pid", "by_hash", "by_stem", "by_syn", "by_pid",
+                 "paths", "n_function")
+
+    def __init__(self, words: list[str], res: _Resources, para: dict, prefixes: set):
+        self.words = words
+        self.n = n = len(words)
+        info = [res.word(w) for w in words]
+        self.h = [x[0] for x in info]
+        self.stem = [x[1] for x in info]
+        self.syn = [x[2] for x in info]
+        self.fw = [x[3] for x in info]
+        self.n_function = sum(self.fw)
+        vocab = res.paraphrase.vocab
+        self.pid = pid = [vocab.get(w, -1) for w in words]
+        self.by_hash: dict[int, list[int]] = {}
+        self.by_stem: dict[int, list[int]] = {}
+        self.by_syn: dict[int, list[int]] = {}
+        self.by_pid: dict[int, list[int]] = {}
+        for i in range(n):
+            self.by_hash.setdefault(self.h[i], []).append(i)
+            self.by_stem.setdefault(self.stem[i], []).append(i)
+            for s in self.syn[i]:
+                self.by_syn.setdefault(s, []).append(i)
+            self.by_pid.setdefault(pid[i], []).append(i)
+        paths = []
+        for start in range(n):
+            out = []
+            for end in range(start + 1, n + 1):
+                key = tuple(pid[start:end])
+                if key not in prefixes:
+                    break
+                pars = para.get(key)
+                if pars:
+                    length = end - start
+                    for p in pars:
+                        out.append((length, p))
+            paths.append(out)
+        self.paths = paths
+
+    def find(self, phrase: tuple) -> list[int]:
+        """Ascending positions where ``phrase`` (table ids) occurs."""
+        first = self.by_pid.get(phrase[0])
+        if not first:
+            return []
+        k = len(phrase)
+        if k == 1:
+            return first
+        pid = self.pid
+        return [i for i in first if tuple(pid[i:i + k]) == phrase]
+
+
+def _align(s1: _Sentence, s2: _Sentence) -> tuple:
+    """Aligner.align of test ``s1`` to reference ``s2``. Returns (per-module counts: content1,
+    content2, function1, function2 as 4 lists of 4 ints; chunks)."""
+    n1, n2 = s1.n, s2.n
+    h1, h2 = s1.h, s2.h
     matches: list[list[_Match]] = [[] for _ in range(n2)]
     cov1 = [0] * n1
     cov2 = [0] * n2
-    exact_only = n1 == n2 and h1 == h2
     # exact
+    by_hash = s1.by_hash
     for j in range(n2):
-        hj = h2[j]
-        for i in range(n1):
-            if h1[i] == hj:
-                matches[j].append(_Match(j, 1, i, 1, 0))
-                cov1[i] += 1
-                cov2[j] += 1
-    if not exact_only:
-        # stem
-        s1 = [x[1] for x in info1]
+        for i in by_hash.get(h2[j], ()):
+            matches[j].append(_Match(j, 1, i, 1, 0))
+            cov1[i] += 1
+            cov2[j] += 1
+    if not (n1 == n2 and h1 == h2):
+        # stem (StemMatcher: stem hashes equal, word hashes differ)
+        by_stem = s1.by_stem
+        stem2 = s2.stem
         for j in range(n2):
-            sj, hj = info2[j][1], h2[j]
-            for i in range(n1):
-                if s1[i] == sj and h1[i] != hj:
+            hj = h2[j]
+            for i in by_stem.get(stem2[j], ()):
+                if h1[i] != hj:
                     matches[j].append(_Match(j, 1, i, 1, 1))
                     cov1[i] += 1
                     cov2[j] += 1
-        # synonym
+        # synonym (SynonymMatcher: a shared synset, word hashes differ)
+        by_syn = s1.by_syn
         for j in range(n2):
-            syn2, hj = info2[j][2], h2[j]
+            syn2 = s2.syn[j]
             if not syn2:
                 continue
-            for i in range(n1):
-                if h1[i] != hj and not syn2.isdisjoint(info1[i][2]):
-                    matches[j].append(_Match(j, 1, i, 1, 2))
-                    cov1[i] += 1
-                    cov2[j] += 1
-        # paraphrase
-        if para:
-            vocab = res.paraphrase.vocab
-            line1 = [vocab.get(w, -1) for w in words1]
-            line2 = [vocab.get(w, -1) for w in words2]
-            for j in range(n2):
-                for length, pwords in _paths(para, line2, j):
-                    plen = len(pwords)
-                    for i in range(n1 - plen + 1):
-                        if tuple(line1[i:i + plen]) == pwords:
-                            matches[j].append(_Match(j, length, i, plen, 3))
-                            for k in range(plen):
-                                cov1[i + k] += 1
-                            for k in range(length):
-                                cov2[j + k] += 1
-            for i in range(n1):
-                for length, pwords in _paths(para, line1, i):
-                    plen = len(pwords)
-                    for j in range(n2 - plen + 1):
-                        if tuple(line2[j:j + plen]) == pwords:
-                            matches[j].append(_Match(j, plen, i, length, 3))
-                            for k in range(length):
-                                cov1[i + k] += 1
-                            for k in range(plen):
-                                cov2[j + k] += 1
+            found: set[int] = set()
+            for s in syn2:
+                pos = by_syn.get(s)
+                if pos:
+                    found.update(pos)
+            if found:
+                hj = h2[j]
+                for i in sorted(found):
+                    if h1[i] != hj:
+                        matches[j].append(_Match(j, 1, i, 1, 2))
+                        cov1[i] += 1
+                        cov2[j] += 1
+        # paraphrase (ParaphraseMatcher: reference-side paths first, then test-side paths)
+        for j in range(n2):
+            for length, pwords in s2.paths[j]:
+                plen = len(pwords)
+                for i in s1.find(pwords):
+                    matches[j].append(_Match(j, length, i, plen, 3))
+                    for k in range(plen):
+                        cov1[i + k] += 1
+                    for k in range(length):
+                        cov2[j + k] += 1
+        for i in range(n1):
+            for length, pwords in s1.paths[i]:
+                plen = len(pwords)
+                for j in s2.find(pwords):
+                    matches[j].append(_Match(j, plen, i, length, 3))
+                    for k in range(length):
+                        cov1[i + k] += 1
+                    for k in range(plen):
+                        cov2[j + k] += 1
     # initial path: matches that are the only candidate for all their words
     fixed: list[_Match | None] = [None] * n2
     used1 = used2 = 0
@@ -480,8 +543,7 @@ def _align(words1: list[str], words2: list[str], res: _Resources, para: dict) ->
         chosen[node[0]] = node[1]
         node = node[2]
     counts = [[0] * _N_MODULES for _ in range(4)]  # content1, content2, function1, function2
-    fw1 = [x[3] for x in info1]
-    fw2 = [x[3] for x in info2]
+    fw1, fw2 = s1.fw, s2.fw
     for m in chosen:
         if m is not None:
             for k in range(m.mlength):
@@ -506,40 +568,18 @@ def _align(words1: list[str], words2: list[str], res: _Resources, para: dict) ->
             last = m.mstart + m.mlength
     if last != -1:
         chunks += 1
-    return counts, chunks, sum(fw1), sum(fw2)
+    return counts, chunks
 
 
-def _paths(para: dict, line: list[int], start: int):
-    """``ParaphraseTransducer.getReferencePaths``: (length, paraphrase) pairs for the reference
-    phrases that begin at ``start``, by length, then in table order."""
-    out = []
-    for end in range(start + 1, len(line) + 1):
-        pars = para.get(tuple(line[start:end]))
-        if pars is None:
-            if not _has_prefix(para, tuple(line[start:end])):
-                break
-            continue
-        for p in pars:
-            out.append((end - start, p))
-    return out
-
-
-def _has_prefix(para: dict, prefix: tuple) -> bool:
-    prefixes = para.get(_PREFIX_KEY)
-    return prefix in prefixes
-
-
-_PREFIX_KEY = ("prefixes",)
-
-
-def _sort_key(p):
-    return (-p[0], p[1], p[2])
+_sort_key = operator.itemgetter(0, 1, 2)
 
 
 def _resolve(matches, fixed, used1, used2, n2):
-    """Aligner.resolve: beam search over the candidate matches of each reference position.
+    """Aligner.resolve: beam search over the candidate matches of each reference position, the
+    paths ranked by Constants.PARTIAL_COMPARE_TOTAL (more matches, fewer chunks, smaller distance)
+    with a stable sort.
 
-    A path is a list [score, chunks, distance, idx, lastMatchEnd, used1, used2, chosen] where score
+    A path is a list [-score, chunks, distance, idx, lastMatchEnd, used1, used2, chosen] where score
     is matches1 + matches2 (ints), used* are bit masks and chosen a linked list (pos, match, next)."""
     next_paths = [[0, 0, 0, 0, -1, used1, used2, None]]
     beam = BEAM_SIZE
@@ -548,20 +588,24 @@ def _resolve(matches, fixed, used1, used2, n2):
         next_paths = []
         if len(paths) > 1:
             paths.sort(key=_sort_key)
+            if len(paths) > beam:
+                del paths[beam:]
         bit = 1 << current
-        for path in paths[:beam]:
-            if current == n2:
+        if current == n2:
+            for path in paths:
                 if path[4] != -1:
                     path[1] += 1
                 next_paths.append(path)
-                continue
+            continue
+        cands = matches[current]
+        for path in paths:
             if path[6] & bit:
                 if current < path[3]:
                     next_paths.append(path)
                 else:
                     m = fixed[path[3]]
                     if m is not None:
-                        path[0] += m.gain
+                        path[0] -= m.gain
                         if path[4] != -1 and m.mstart != path[4]:
                             path[1] += 1
                         path[3] = m.start + m.length
@@ -569,16 +613,16 @@ def _resolve(matches, fixed, used1, used2, n2):
                         path[2] += abs(m.start - m.mstart)
                         next_paths.append(path)
                 continue
-            for m in matches[current]:
+            for m in cands:
                 if (path[6] & m.mask2) or (path[5] & m.mask1):
                     continue
                 chunks = path[1]
                 if path[4] != -1 and m.mstart != path[4]:
                     chunks += 1
-                next_paths.append([path[0] + m.gain, chunks, path[2], m.start + m.length, m.mstart + m.mlength,
+                next_paths.append([path[0] - m.gain, chunks, path[2], m.start + m.length, m.mstart + m.mlength,
                                    path[5] | m.mask1, path[6] | m.mask2, (current, m, path[7])])
                 # Aligner.resolve adds the distance to the parent path, not to the new one
-                path[2] += abs(m.start - m.mstart)
+                path[2] += m.dist
             if path[4] != -1:
                 path[1] += 1
                 path[4] = -1
@@ -593,19 +637,35 @@ def _resolve(matches, fixed, used1, used2, n2):
 # --------------------------------------------------------------------------------------------------
 # Statistics and score (MeteorScorer.getMeteorStats / computeMetrics, MeteorStats)
 # --------------------------------------------------------------------------------------------------
-def _stats_of(words1, words2, res, para) -> list[float]:
-    counts, chunks, f1, f2 = _align(words1, words2, res, para)
+def _stats_of(s1: _Sentence, s2: _Sentence) -> list[float]:
+    counts, chunks = _align(s1, s2)
     c1, c2, fn1, fn2 = counts
-    stats = [float(len(words1)), float(len(words2)), float(f1), float(f2)]
+    stats = [float(s1.n), float(s2.n), float(s1.n_function), float(s2.n_function)]
     for k in range(_N_MODULES):
         stats += [float(c1[k]), float(c2[k]), float(fn1[k]), float(fn2[k])]
     stats += [float(chunks), float(sum(c1) + sum(fn1)), float(sum(c2) + sum(fn2))]
     return stats
 
 
-#: (chunks, testWordMatches + referenceWordMatches) -> HotSpot's Math.pow(frag, 0.2) where C's pow
-#: differs (filled by scripts/meteor_goldens.py --pow; see the module docstring)
-_POW_FIXES: dict[float, float] = {}
+POW_FIXES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "meteor_pow_fixes.txt")
+#: HotSpot ``Math.pow(frag, 0.2)`` for the segment fragmentations ``chunks / (matches / 2.0)``
+#: (chunks 1..256, matches 1..1024) where C's ``pow`` differs: 184 of 262,144 (HotSpot's intrinsic
+#: gives the same bits interpreted and compiled, checked with ``-Xint``). Made by
+#: ``scripts/meteor_goldens.py --pow``; float.hex pairs, one a line.
+POW_BOUNDS = (256, 1024)
+
+
+def _load_pow_fixes() -> dict[float, float]:
+    fixes = {}
+    with open(POW_FIXES_FILE, encoding="ascii") as fh:
+        for line in fh:
+            if line.strip() and not line.startswith("#"):
+                frag, value = line.split()
+                fixes[float.fromhex(frag)] = float.fromhex(value)
+    return fixes
+
+
+_POW_FIXES: dict[float, float] = _load_pow_fixes()
 
 
 def _pow_beta(frag: float) -> float:
@@ -723,13 +783,22 @@ class MeteorPython:
             for key in para:
                 for k in range(1, len(key) + 1):
                     prefixes.add(key[:k])
-            para[_PREFIX_KEY] = prefixes
+            sentences: dict[tuple[str, ...], _Sentence] = {}
+
+            def sentence(words: list[str]) -> _Sentence:
+                key = tuple(words)
+                sent = sentences.get(key)
+                if sent is None:
+                    sent = sentences[key] = _Sentence(words, res, para, prefixes)
+                return sent
+
             out = []
             for test, refs in zip(tests, refs_all):
+                s1 = sentence(test)
                 best = None
                 best_score = -1.0
                 for ref in refs:
-                    st = _stats_of(test, ref, res, para)
+                    st = _stats_of(s1, sentence(ref))
                     sc = compute_score(st)
                     if sc > best_score:
                         best, best_score = st, sc
