@@ -73,7 +73,7 @@ _ALIGN_WEIGHTS = (1.0, 0.5, 0.5, 0.5)
 BEAM_SIZE = 40
 _N_MODULES = 4
 
-_PARA_CACHE_VERSION = "1"
+_PARA_CACHE_VERSION = "2"
 
 
 class MeteorDataError(RuntimeError):
@@ -258,8 +258,8 @@ def build_paraphrase_index(table: str, target: str) -> None:
     os.makedirs(os.path.dirname(target), exist_ok=True)
     tmp = f"{target}.{os.getpid()}.tmp.npz"
     np.savez(tmp, vocab=np.frombuffer("\n".join(vocab).encode("utf-8"), dtype=np.uint8),
-             ref_off=np.asarray(ref_off, dtype=np.int64), ref_words=np.asarray(ref_words, dtype=np.int32),
-             par_off=np.asarray(par_off, dtype=np.int64), par_words=np.asarray(par_words, dtype=np.int32))
+             ref_off=np.asarray(ref_off, dtype=np.int32), ref_words=np.asarray(ref_words, dtype=np.int32),
+             par_off=np.asarray(par_off, dtype=np.int32), par_words=np.asarray(par_words, dtype=np.int32))
     os.replace(tmp, target)
 
 
