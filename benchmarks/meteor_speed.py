@@ -78,7 +78,7 @@ def jar(candidates, references) -> dict:
         stats2 = pool.statistics(candidates, references)
         pool._jvms[0].evaluate(stats2)
         warm = time.perf_counter() - t0
-        peak = _vm_hwm_kib(pool.processes()[0].pid)
+        peak = _vm_hwm_kib(pool.processes[0].pid)
     finally:
         pool.close()
     return {"stats": stats, "scores": [repr(float(s)) for s in scores], "corpus": repr(float(corpus)),
