@@ -88,8 +88,8 @@ def java_meteor(monkeypatch):
 
     monkeypatch.setattr(meteor, "DEFAULT_IMPLEMENTATION", "java")
     metric = registry.METRICS["meteor"]
-    monkeypatch.setattr(type(metric), "needs", frozenset({base.REFERENCES, base.JVM}))
-    monkeypatch.setattr(type(metric), "version", "pycocoevalcap-1.2/meteor-1.5")
+    monkeypatch.setattr(metric, "needs", frozenset({base.REFERENCES, base.JVM}))
+    monkeypatch.setattr(metric, "version", "pycocoevalcap-1.2/meteor-1.5")
 
 
 @pytest.fixture
