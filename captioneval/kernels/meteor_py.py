@@ -73,7 +73,7 @@ _ALIGN_WEIGHTS = (1.0, 0.5, 0.5, 0.5)
 BEAM_SIZE = 40
 _N_MODULES = 4
 
-_PARA_CACHE_VERSION = "2"
+_PARA_CACHE_VERSION = "3"
 
 
 class MeteorDataError(RuntimeError):
@@ -226,7 +226,8 @@ def build_paraphrase_index(table: str, target: str) -> None:
     """Parse METEOR's paraphrase table (gzip; per entry three lines: probability, reference phrase,
     paraphrase, as ``ParaphraseTransducer``'s constructor reads it) into ``target`` (an ``.npz``):
     ``vocab`` (UTF-8 words joined by ``\\n``, ids in first-seen order), ``ref_off``/``ref_words`` and
-    ``par_off``/``par_words`` (int32 CSR arrays in file order). Written to a temporary file and renamed,
+    ``par_off``/``par_words`` (CSR arrays in file order: int32 offsets, uint16 word ids while the
+    vocabulary has fewer than 65,536 words, else int32). Written to a temporary file and renamed,
     so a reader never sees half an index. Raises MeteorDataError on a malformed table."""
     vocab: dict[str, int] = {}
     ref_words: list[int] = []
@@ -256,10 +257,12 @@ def build_paraphrase_index(table: str, target: str) -> None:
                 par_words.append(i)
             par_off.append(len(par_words))
     os.makedirs(os.path.dirname(target), exist_ok=True)
+    # 43,139 distinct words in METEOR 1.5's English table: word ids fit 16 bits
+    word_type = np.uint16 if len(vocab) < (1 << 16) else np.int32
     tmp = f"{target}.{os.getpid()}.tmp.npz"
     np.savez(tmp, vocab=np.frombuffer("\n".join(vocab).encode("utf-8"), dtype=np.uint8),
-             ref_off=np.asarray(ref_off, dtype=np.int32), ref_words=np.asarray(ref_words, dtype=np.int32),
-             par_off=np.asarray(par_off, dtype=np.int32), par_words=np.asarray(par_words, dtype=np.int32))
+             ref_off=np.asarray(ref_off, dtype=np.int32), ref_words=np.asarray(ref_words, dtype=word_type),
+             par_off=np.asarray(par_off, dtype=np.int32), par_words=np.asarray(par_words, dtype=word_type))
     os.replace(tmp, target)
 
 
@@ -327,10 +330,11 @@ class _Resources:
         for k in range(0, len(lines) - 1, 2):
             for form in java_tokens(lines[k + 1]):
                 self.word_to_bases.setdefault(form, []).append(lines[k])
-        self.word_to_synsets: dict[str, frozenset[int]] = {}
+        # word -> its synset ids as the file's text, parsed on first use (keeps ~40 MB of sets unbuilt)
+        self.word_to_synsets: dict[str, str] = {}
         lines = _lines(synsets)
         for k in range(0, len(lines) - 1, 2):
-            self.word_to_synsets[lines[k]] = frozenset(int(t) for t in java_tokens(lines[k + 1]))
+            self.word_to_synsets[lines[k]] = lines[k + 1]
         self.nbp: dict[str, int] = {}
         for line in _lines(prefixes):
             toks = java_tokens(line)
@@ -347,6 +351,23 @@ class _Resources:
         self.paraphrase = _ParaphraseIndex(index_path)
         self.lock = threading.Lock()
         self._word_cache: dict[str, tuple] = {}
+        self._para_vocab: frozenset[str] = frozenset()
+        self._para: tuple[dict, set] = ({}, set())
+
+    def paraphrase_for(self, vocab: set[str]) -> tuple[dict, set]:
+        """(table, prefixes) of the paraphrase entries made only of words of ``vocab`` or of the
+        previous batches' vocabulary (a superset filters nothing that could match: an entry with a
+        word outside a batch never matches in it), so a batch within the words already seen reuses
+        the last table. ``prefixes``: every prefix of every reference phrase (the transducer's states)."""
+        if not vocab <= self._para_vocab:
+            words = self._para_vocab | vocab
+            table = self.paraphrase.filtered(words)
+            prefixes = set()
+            for key in table:
+                for k in range(1, len(key) + 1):
+                    prefixes.add(key[:k])
+            self._para_vocab, self._para = frozenset(words), (table, prefixes)
+        return self._para
 
     # SynonymDictionary.morph (WordNet 3.0's morphology, as the jar has it)
     _SUFX = ("s", "ses", "xes", "zes", "ches", "shes", "men", "ies", "s", "ies", "es", "es", "ed", "ed",
@@ -364,15 +385,19 @@ class _Resources:
                     return cand + end
         return ""
 
+    def _synset_ids(self, word: str) -> frozenset[int]:
+        text = self.word_to_synsets.get(word)
+        return frozenset(int(t) for t in java_tokens(text)) if text else frozenset()
+
     def _synsets(self, word: str) -> frozenset[int]:
-        own = self.word_to_synsets.get(word, frozenset())
+        own = self._synset_ids(word)
         bases = self.word_to_bases.get(word)
         if bases is not None:
             stem: set[int] = set()
             for base in bases:
-                stem |= self.word_to_synsets.get(base, frozenset())
+                stem |= self._synset_ids(base)
         else:
-            stem = self.word_to_synsets.get(self._morph(word), frozenset())
+            stem = self._synset_ids(self._morph(word))
         return own | stem
 
     def word(self, word: str) -> tuple[int, int, frozenset[int], bool]:
@@ -778,11 +803,7 @@ class MeteorPython:
                 vocab.update(r)
         res = self.res
         with res.lock:
-            para = res.paraphrase.filtered(vocab)
-            prefixes = set()
-            for key in para:
-                for k in range(1, len(key) + 1):
-                    prefixes.add(key[:k])
+            para, prefixes = res.paraphrase_for(vocab)
             sentences: dict[tuple[str, ...], _Sentence] = {}
 
             def sentence(words: list[str]) -> _Sentence:
