@@ -815,7 +815,9 @@ class MeteorPython:
 
             out = []
             for test, refs in zip(tests, refs_all):
-                s1 = sentence(test)
+                # candidates are rarely repeated: built once per caption and not kept (memory);
+                # references (shared by an image's candidates) are kept for the batch
+                s1 = _Sentence(test, res, para, prefixes)
                 best = None
                 best_score = -1.0
                 for ref in refs:
