@@ -47,7 +47,6 @@ note says so.
 from __future__ import annotations
 
 import math
-import shutil
 from collections import defaultdict
 from typing import Callable
 
@@ -59,6 +58,7 @@ from crowd.models import Caption, Dataset, HumanJudgment
 from metrics import learned, pipeline, uploads
 from metrics.models import MetricRun, MetricScore, SetScore, SystemScore
 from captioneval.kernels import corpus as corpus_module
+from captioneval.kernels import meteor as meteor_kernel
 from captioneval.metrics.registry import METRICS
 from captioneval.utils.numbers import finite_or_none
 
@@ -201,7 +201,7 @@ def _metric_rows(data: _Data, key: str, run: MetricRun, progress) -> dict:
     level = spec.level if spec is not None else "caption"
     statistic = None
     if level == "caption" and key in METRICS:
-        statistic = corpus_module.corpus_statistic(key, jvm=shutil.which("java") is not None)
+        statistic = corpus_module.corpus_statistic(key, jvm=meteor_kernel.available())
     out, dropped, note = {}, 0, None
     if statistic is not None:
         try:

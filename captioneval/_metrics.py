@@ -22,7 +22,7 @@ from .errors import MetricError
 FULL_EXTRA = "captioneval[metrics]"
 #: why METEOR cannot run without pycocoevalcap (which ships the METEOR 1.5 jar)
 METEOR_JAR_MISSING = ("METEOR needs the METEOR 1.5 jar of pycocoevalcap: pip install 'captioneval[meteor]' "
-                      "(and a Java runtime)")
+                      "(which also brings snowballstemmer for the Python implementation)")
 
 
 @dataclass
@@ -86,6 +86,8 @@ def why_not_now(metric) -> str | None:
     a metric that needs a JVM), or None."""
     from captioneval.metrics import base
 
+    if metric.key == "meteor" and importlib.util.find_spec("pycocoevalcap") is None:
+        return METEOR_JAR_MISSING  # both implementations read the jar (the Python one its data)
     if base.JVM not in metric.needs:
         return None
     if importlib.util.find_spec("pycocoevalcap") is None:

@@ -20,8 +20,9 @@ tokenizer, :mod:`captioneval.text.ptb`, equal to it on every bundled caption), t
 references each as one batch; corpus BLEU-n from summed statistics (``BleuScorer.compute_score``,
 :class:`captioneval.kernels.corpus.BleuCorpus`), corpus METEOR the jar's aggregate
 (:class:`captioneval.kernels.corpus.MeteorCorpus`), ROUGE-L and CIDEr the means of the per-image
-scores, CIDEr(-D) with the document frequencies of the evaluated images. Only METEOR needs Java
-and pycocoevalcap's jar (``pip install 'captioneval[meteor]'``); without them METEOR is reported in
+scores, CIDEr(-D) with the document frequencies of the evaluated images. Only METEOR needs
+pycocoevalcap (its data, ``pip install 'captioneval[meteor]'``; Java too with
+``CAPTIONEVAL_METEOR=java``); without them METEOR is reported in
 :attr:`COCOEvalCap.unavailable` with the reason, as SPICE always is (its jar downloads Stanford
 CoreNLP at start-up, which no package registry provides).
 """

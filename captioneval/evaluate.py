@@ -382,9 +382,10 @@ def evaluate(
 
 def _meteor(candidates: list[str], references: list[list[str]]) -> tuple[np.ndarray, float, str]:
     """(per-caption scores, corpus score, how it is computed) of METEOR 1.5 from ONE pass over the jar
-    (this process's persistent JVM pool, :func:`captioneval.kernels.meteor.meteor_and_corpus`): each
-    caption's statistics, then one ``EVAL`` of all of them answering every caption's score and the
-    aggregate, as pycocoevalcap's ``Meteor.compute_score``. Raises JavaMissingError, MeteorError."""
+    (:func:`captioneval.kernels.meteor.meteor_and_corpus`: the pure-Python port by default, or this
+    process's persistent JVM pool with ``CAPTIONEVAL_METEOR=java``): each caption's statistics, then
+    the ``EVAL`` aggregate giving every caption's score and the corpus value, as pycocoevalcap's
+    ``Meteor.compute_score``. Raises MeteorDataError (Python), JavaMissingError, MeteorError (Java)."""
     from captioneval.kernels.corpus import METEOR_CORPUS
     from captioneval.kernels.meteor import meteor_and_corpus
 

@@ -5,7 +5,7 @@ Rouge and Cider), fed with pycocotools' ``COCO`` / ``loadRes`` exactly as its RE
 Flickr8k-Expert written as COCO files (data/flickr8k_expert_coco, 5,664 pairs; SPICE left out because its
 jar downloads Stanford CoreNLP at start-up): its scorers' answers are shared with the other files through
 tests.references (see the ``reference`` fixture). ``captioneval evaluate`` and ``captioneval.COCOEvalCap``
-must give the same corpus and per-image numbers; ``captioneval correlate`` on the expert ratings must
+must give the same corpus and per-image numbers (the command run with no ``java`` on PATH); ``captioneval correlate`` on the expert ratings must
 give the published Kendall tau-c values (tests/published.py). No database.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,8 +105,15 @@ def test_bundled_coco_files_are_what_the_script_writes():
 def test_cli_evaluate_equals_pycocoevalcap(reference, tmp_path):
     their_eval, their_images = reference
     out = tmp_path / "scores.json"
-    proc = cli("evaluate", "--annotations", ANN, "--results", RES, "--json", "--out", out)
+    # all seven metrics without Java: METEOR and the PTB tokenizer default to their Python ports (issue 33)
+    no_java = tmp_path / "bin-without-java"
+    no_java.mkdir()
+    env = {**os.environ, "PATH": str(no_java)}
+    env.pop("CAPTIONEVAL_METEOR", None)
+    env.pop("CAPTIONEVAL_TOKENIZER", None)
+    proc = cli("evaluate", "--annotations", ANN, "--results", RES, "--json", "--out", out, env=env)
     assert proc.returncode == 0, proc.stderr
+    assert "java" not in proc.stderr.lower()
     report = json.loads(out.read_text())
     assert set(report["corpus"]) == set(KEYS)
     for key, name in KEYS.items():

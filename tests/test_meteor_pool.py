@@ -1,8 +1,8 @@
 """METEOR 1.5 through a pool of persistent JVMs (captioneval.kernels.meteor): the same floats as
 pycocoevalcap's Meteor (captioneval.kernels.coco.meteor, the reference) on all 5,664 Flickr8k-Expert
 pairs with 2 JVMs (and the first 1,500 with 1 JVM), order kept, a JVM killed mid-use restarted, awkward captions, fork
-safety, and Java missing: a clear error, the metric skipped by compute_metrics and the web form
-while the others are computed."""
+safety, and Java missing with CAPTIONEVAL_METEOR=java: a clear error, the metric skipped by compute_metrics
+and the web form while the others are computed (with the default Python METEOR, nothing is skipped)."""
 import gc
 import io
 import json
@@ -81,6 +81,18 @@ def pool1():
 
 
 @pytest.fixture
+def java_meteor(monkeypatch):
+    """This process configured as with CAPTIONEVAL_METEOR=java (read at import, so patched here): the
+    kernels use the jar and the METEOR metric needs a JVM, as in a process started with it."""
+    from captioneval.metrics import base
+
+    monkeypatch.setattr(meteor, "DEFAULT_IMPLEMENTATION", "java")
+    metric = registry.METRICS["meteor"]
+    monkeypatch.setattr(metric, "needs", frozenset({base.REFERENCES, base.JVM}))
+    monkeypatch.setattr(metric, "version", "pycocoevalcap-1.2/meteor-1.5")
+
+
+@pytest.fixture
 def no_java(tmp_path, monkeypatch):
     """PATH without java (an empty directory), for this process and its subprocesses."""
     empty = tmp_path / "bin-without-java"
@@ -97,14 +109,14 @@ def test_module_pool_follows_configure_and_equals_pycocoevalcap(expert):
     try:
         meteor.configure(2)
         assert meteor.pool_size() == 2 and meteor.get_pool().size == 2
-        meteor.prestart()  # returns at once; the JVMs load in the background
-        assert np.array_equal(meteor.meteor(candidates[:500], references[:500]), reference[:500])
+        meteor.get_pool().start(wait=False)  # returns at once; the JVMs load in the background
+        assert np.array_equal(meteor.meteor(candidates[:500], references[:500], implementation="java"), reference[:500])
         first = meteor.get_pool()
         assert meteor.get_pool() is first  # reused across calls
         meteor.configure(1)  # another size: the running pool is closed, a new one made on next use
         assert first.processes == [None, None]
         assert meteor.get_pool().size == 1
-        assert np.array_equal(meteor.meteor(candidates[500:700], references[500:700]), reference[500:700])
+        assert np.array_equal(meteor.meteor(candidates[500:700], references[500:700], implementation="java"), reference[500:700])
     finally:
         meteor.configure(1)
     with pytest.raises(ValueError, match="at least one JVM"):
@@ -153,7 +165,7 @@ def test_awkward_captions_equal_pycocoevalcap(pool2):
     expected = coco.meteor(candidates, references)
     assert expected[0] > 0 and expected[1] == 0.0  # the separator is cleaned, an empty candidate scores 0
     assert np.array_equal(pool2.score(candidates, references), expected)
-    assert np.array_equal(meteor.meteor(candidates, references), expected)
+    assert np.array_equal(meteor.meteor(candidates, references), expected)  # the Python default: equal too
 
 
 def test_bad_input_is_refused_before_any_jvm():
@@ -263,7 +275,7 @@ def test_a_forked_child_gets_its_own_pool_and_leaves_the_parents_alone(expert):
         try:
             os.close(read_end)
             pool = meteor.get_pool()
-            scores = meteor.meteor(candidates[:20], references[:20])
+            scores = meteor.meteor(candidates[:20], references[:20], implementation="java")
             result = {"new_pool": pool is not parent_pool, "pid": pool.pid, "jvm": pool.processes[0].pid,
                       "equal": bool(np.array_equal(scores, reference[:20]))}
             pool.close()
@@ -281,7 +293,7 @@ def test_a_forked_child_gets_its_own_pool_and_leaves_the_parents_alone(expert):
     assert result["jvm"] != parent_pid
     # the parent's JVM survived the child and still answers
     assert parent_pool.processes[0].pid == parent_pid and parent_pool.processes[0].poll() is None
-    assert np.array_equal(meteor.meteor(candidates[:20], references[:20]), reference[:20])
+    assert np.array_equal(meteor.meteor(candidates[:20], references[:20], implementation="java"), reference[:20])
 
 
 def test_a_pool_of_another_process_is_replaced_not_used(monkeypatch):
@@ -295,9 +307,11 @@ def test_a_pool_of_another_process_is_replaced_not_used(monkeypatch):
 
 # --- Java missing -------------------------------------------------------------------------------------
 
-def test_java_missing_is_a_clear_error_and_the_metric_is_listed_unavailable(no_java):
+def test_java_missing_is_a_clear_error_and_the_metric_is_listed_unavailable(no_java, java_meteor):
     with pytest.raises(JavaMissingError, match=JAVA_HINT):
         meteor.meteor(["a dog runs"], [["a dog is running"]])
+    with pytest.raises(JavaMissingError, match=JAVA_HINT):
+        meteor.meteor(["a dog runs"], [["a dog is running"]], implementation="java")
     with pytest.raises(JavaMissingError, match=JAVA_HINT):
         meteor.MeteorPool(1).start(wait=True)
     with pytest.raises(JavaMissingError, match=JAVA_HINT):
@@ -314,10 +328,22 @@ def test_with_java_nothing_is_unavailable_now():
     assert registry.unavailable_now(["coco", "meteor"]) == {}
 
 
+def test_without_java_the_python_meteor_is_available_and_equal(no_java):
+    """The default implementation (Python) needs no Java: nothing is unavailable, and its scores
+    are the jar's (tests/test_meteor_python.py has the goldens)."""
+    assert meteor.DEFAULT_IMPLEMENTATION == "python" and meteor.available()
+    assert registry.unavailable_now(["coco", "meteor"]) == {}
+    assert registry.METRICS["meteor"].version == "pycocoevalcap-1.2/meteor-1.5/python"
+    scores = registry.score("meteor", ["a dog runs", "a cat"], [["a dog is running"], ["a black cat sits"]])
+    assert scores.shape == (2,) and 0 < scores[0] < 1
+
+
 def test_command_fails_when_every_requested_metric_is_skipped(no_java):
-    # a real process: exit status 1 and the reason on stderr (fails before touching the database)
+    # a real process with the jar chosen: exit status 1 and the reason on stderr (fails before touching
+    # the database)
     result = subprocess.run([sys.executable, "manage.py", "compute_metrics", "--dataset", "anything", "--metric",
-                             "meteor"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                             "meteor"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "CAPTIONEVAL_METEOR": "java"})
     assert result.returncode == 1, result.stdout + result.stderr
     assert SKIP_MESSAGE in result.stderr
 
@@ -331,7 +357,21 @@ def subset(subset_dir):
 
 
 @pytest.mark.django_db
-def test_compute_metrics_without_java_skips_meteor_and_computes_the_rest(subset, no_java):
+def test_compute_metrics_without_java_computes_all_seven(subset, no_java):
+    """The platform on a machine without Java: the default METEOR is the Python one."""
+    err, out = io.StringIO(), io.StringIO()
+    call_command("compute_metrics", "--dataset", "sub", "--wait", stdout=out, stderr=err)  # default: coco
+    assert "skipped" not in err.getvalue()
+    runs = {r.metric: r for r in MetricRun.objects.filter(dataset=subset)}
+    assert set(runs) == set(registry.DEFAULT_METRICS)
+    n = subset.candidates().count()
+    for run in runs.values():
+        assert run.status == MetricRun.DONE and MetricScore.objects.filter(run=run).count() == run.total == n
+    assert runs["meteor"].version == "pycocoevalcap-1.2/meteor-1.5/python"
+
+
+@pytest.mark.django_db
+def test_compute_metrics_without_java_skips_meteor_and_computes_the_rest(subset, no_java, java_meteor):
     err, out = io.StringIO(), io.StringIO()
     call_command("compute_metrics", "--dataset", "sub", "--wait", stdout=out, stderr=err)  # default: coco
     assert SKIP_MESSAGE in err.getvalue()
@@ -347,7 +387,7 @@ def test_compute_metrics_without_java_skips_meteor_and_computes_the_rest(subset,
 
 
 @pytest.mark.django_db(transaction=True)
-def test_web_compute_without_java_skips_meteor_with_the_message(subset, no_java):
+def test_web_compute_without_java_skips_meteor_with_the_message(subset, no_java, java_meteor):
     client = csrf_client(User.objects.create_user("curator", password="pw", is_staff=True))
     page = reverse("analysis:dataset", args=["sub"])
     compute = reverse("metrics:compute", args=["sub"])
@@ -372,7 +412,7 @@ def test_web_compute_without_java_skips_meteor_with_the_message(subset, no_java)
 
 
 @pytest.mark.django_db
-def test_in_process_runs_start_the_jvm_first_and_compute_meteor_last(subset, monkeypatch):
+def test_in_process_runs_start_the_jvm_first_and_compute_meteor_last(subset, monkeypatch, java_meteor):
     """Without a broker the runs are computed one after the other in this process: METEOR's JVM is
     started in the background before anything else and METEOR goes last, so that its start-up
     overlaps the other metrics (the `./run demo` metric stage)."""

@@ -222,6 +222,10 @@ def test_registry_order_groups_and_stored_run_identities_are_unchanged(settings,
     dataset = Dataset(name="flickr8k-expert")  # unsaved: run_params reads only the reference system's name
     dataset.reference_system = System(name="references")
     for key, kwargs, version, key_hash in LEGACY_IDENTITIES:
+        if key == "meteor":
+            # since issue 33 METEOR is computed by the pure-Python port (equal to the jar bit for bit), whose
+            # version names it; CAPTIONEVAL_METEOR=java keeps the jar's version. The run identity is the same.
+            version += "/python"
         assert registry.METRICS[key].version == version, key
         assert pipeline.run_identity(pipeline.run_params(dataset, key, **kwargs)) == key_hash, (key, kwargs)
     supplied = pipeline.SuppliedDocumentFrequency("df.json", "ab" * 32, {})

@@ -105,8 +105,8 @@ def test_the_locks_pin_every_declared_requirement_inside_its_range():
     project = pyproject()["project"]
     assert {canonicalize_name(Requirement(r).name) for r in project["dependencies"]} == {"numpy", "scipy", "tqdm"}
     assert project["scripts"] == {"captioneval": "captioneval.cli:main"}
-    assert project["license"] == "BSD-3-Clause AND GPL-2.0-or-later"
-    assert project["license-files"] == ["LICENSE", "LICENSES/GPL-2.0-or-later.txt"]
+    assert project["license"] == "BSD-3-Clause AND GPL-2.0-or-later AND LGPL-2.1-or-later"
+    assert project["license-files"] == ["LICENSE", "LICENSES/GPL-2.0-or-later.txt", "LICENSES/LGPL-2.1-or-later.txt"]
     assert "GNU GENERAL PUBLIC LICENSE" in (ROOT / "LICENSES/GPL-2.0-or-later.txt").read_text("utf-8")
     assert "Redistribution and use in source and binary forms" in (ROOT / "LICENSE").read_text("utf-8")
 
@@ -244,7 +244,7 @@ def test_wheel_installs_into_a_fresh_venv_and_evaluates(tmp_path, captioneval_wh
     with zipfile.ZipFile(captioneval_wheel) as archive:
         names = archive.namelist()
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
-        assert "License-Expression: BSD-3-Clause AND GPL-2.0-or-later" in archive.read(metadata).decode()
+        assert "License-Expression: BSD-3-Clause AND GPL-2.0-or-later AND LGPL-2.1-or-later" in archive.read(metadata).decode()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     assert any(n.endswith(".dist-info/licenses/LICENSES/GPL-2.0-or-later.txt") for n in names), names
     assert "captioneval/kernels/data/english_stop_words.txt" in names

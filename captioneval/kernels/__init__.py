@@ -7,7 +7,9 @@ version, level, needs, signature), as aac-metrics keeps ``functional/`` apart fr
 * :mod:`~captioneval.kernels.bleu`, :mod:`~captioneval.kernels.rouge`,
   :mod:`~captioneval.kernels.cider` -- vectorised BLEU-1..4, ROUGE-L and CIDEr-D, equal to
   pycocoevalcap's; :mod:`~captioneval.kernels.coco` -- pycocoevalcap's own scorers (the reference);
-  :mod:`~captioneval.kernels.meteor` -- METEOR 1.5 through a pool of persistent JVMs;
+  :mod:`~captioneval.kernels.meteor` -- METEOR 1.5: the implementation switch and the jar through a
+  pool of persistent JVMs; :mod:`~captioneval.kernels.meteor_py` -- METEOR 1.5 in pure Python, equal
+  to the jar bit for bit (LGPL, follows METEOR's source);
   :mod:`~captioneval.kernels.corpus` -- corpus scores from per-caption sufficient statistics.
 * :mod:`~captioneval.kernels.diversity` -- Self-CIDEr, LSA, mBLEU and set-level measures.
 * :mod:`~captioneval.kernels.lexical` -- lexical diversity, LDR, the Lexical Gap.

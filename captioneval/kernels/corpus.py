@@ -304,7 +304,7 @@ class MeteorCorpus(CorpusStatistic):
     """Corpus METEOR 1.5 exactly as pycocoevalcap's ``Meteor().compute_score`` (the jar's aggregate).
 
     :meth:`statistics` asks the METEOR 1.5 jar (this process's pool of persistent JVMs,
-    :func:`captioneval.kernels.meteor.get_pool`, shared with the per-caption METEOR; needs Java) for each caption's sufficient statistics against
+    :func:`captioneval.kernels.meteor.statistics`: the Python scorer, or the pool of JVMs shared with the per-caption METEOR) for each caption's sufficient statistics against
     its best reference (``SCORE`` requests, as pycocoevalcap's ``_stat``): 23 columns
     :data:`METEOR_COLUMNS`, except that ``chunks`` is 0 for a caption matching its reference perfectly
     in one chunk (``MeteorStats.addStats`` does not add the chunks of such a segment to the total). :meth:`score` is ``MeteorScorer.computeMetrics`` (METEOR 1.5 source,
@@ -333,16 +333,16 @@ class MeteorCorpus(CorpusStatistic):
     def statistics(self, candidates: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
         """The jar's statistics of each caption: float64 (n_captions, 23). ``|||`` (the jar's field
         separator) is removed from the captions as :func:`captioneval.kernels.coco.meteor` does.
-        Raises JavaMissingError without Java, ValueError / TypeError on malformed input."""
+        Raises JavaMissingError without Java (Java implementation only), ValueError / TypeError on malformed input."""
         _check_inputs(candidates, references)
         out = np.zeros((len(candidates), len(METEOR_COLUMNS)), dtype=np.float64)
         if not len(candidates):
             return out
-        from captioneval.kernels.meteor import get_pool
+        from captioneval.kernels.meteor import statistics
 
-        # pycocoevalcap's Meteor._stat requests, answered by this process's persistent METEOR JVM
-        # (the pool that also scores METEOR per caption: one JVM per process), pipelined
-        for i, line in enumerate(get_pool().statistics(candidates, references)):
+        # pycocoevalcap's Meteor._stat requests, answered by the Python scorer or this process's
+        # persistent METEOR JVM (captioneval.kernels.meteor.DEFAULT_IMPLEMENTATION): the same lines
+        for i, line in enumerate(statistics(candidates, references)):
             values = line.split()
             if len(values) != len(METEOR_COLUMNS):
                 raise RuntimeError(f"METEOR jar returned {len(values)} statistics for caption {i}, "
@@ -413,7 +413,7 @@ def corpus_statistic(metric_key: str, *, jvm: bool = False) -> CorpusStatistic |
     key has no corpus statistic (any other key, including unknown ones).
 
     ``jvm=True`` also returns :data:`METEOR_CORPUS` for ``"meteor"`` (pycocoevalcap's corpus METEOR;
-    its :meth:`~MeteorCorpus.statistics` runs the METEOR jar and needs Java)."""
+    its :meth:`~MeteorCorpus.statistics` runs METEOR: Python by default, the jar with ``CAPTIONEVAL_METEOR=java``)."""
     if jvm and metric_key == METEOR_CORPUS.key:
         return METEOR_CORPUS
     return CORPUS_STATISTICS.get(metric_key)

@@ -1,4 +1,16 @@
-"""METEOR 1.5 per caption through a pool of persistent JVMs, with exactly pycocoevalcap's numbers.
+"""METEOR 1.5 per caption, with exactly pycocoevalcap's numbers: two implementations.
+
+``"python"`` (default)
+    :mod:`captioneval.kernels.meteor_py`, a pure-Python METEOR 1.5 that reads the jar's data and equals
+    the jar bit for bit per caption (tests/test_meteor_python.py, goldens made by the jar); no Java.
+``"java"``
+    pycocoevalcap's jar through a pool of persistent JVMs (below).
+
+:func:`meteor`, :func:`meteor_and_corpus` and :func:`statistics` use :data:`DEFAULT_IMPLEMENTATION`,
+read at import from the environment variable ``CAPTIONEVAL_METEOR`` (``"python"`` or ``"java"``), or
+the ``implementation`` argument.
+
+The Java implementation:
 
 METEOR 1.5 (Denkowski & Lavie 2014, "Meteor Universal: Language Specific Translation Evaluation for
 Any Target Language", WMT) is the jar pycocoevalcap ships (https://github.com/tylin/coco-caption,
@@ -60,10 +72,39 @@ import numpy as np
 
 from captioneval.text.tokenizer import JavaMissingError, require_java
 
-__all__ = ["MeteorPool", "MeteorError", "JavaMissingError", "METEOR_ARGS", "configure", "prestart", "meteor",
+__all__ = ["IMPLEMENTATIONS", "DEFAULT_IMPLEMENTATION", "available", "statistics", "MeteorPool", "MeteorError", "JavaMissingError", "METEOR_ARGS", "configure", "prestart", "meteor",
            "get_pool", "pool_size", "meteor_and_corpus"]
 
 log = logging.getLogger("captioneval.kernels.meteor")
+
+IMPLEMENTATIONS = ("python", "java")
+_ENV = "CAPTIONEVAL_METEOR"
+
+
+def _default_implementation() -> str:
+    value = os.environ.get(_ENV, "python")
+    if value not in IMPLEMENTATIONS:
+        raise ValueError(f"{_ENV}={value!r} is not a METEOR implementation; allowed values: "
+                         f"{', '.join(repr(v) for v in IMPLEMENTATIONS)}")
+    return value
+
+
+#: Implementation used when none is given (env ``CAPTIONEVAL_METEOR``; default ``"python"``).
+DEFAULT_IMPLEMENTATION: str = _default_implementation()
+
+
+def _implementation(implementation: str | None) -> str:
+    impl = DEFAULT_IMPLEMENTATION if implementation is None else implementation
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(f"unknown METEOR implementation {impl!r}; allowed: {', '.join(IMPLEMENTATIONS)}")
+    return impl
+
+
+def available(implementation: str | None = None) -> bool:
+    """Whether METEOR can run here: the Python implementation always can (given pycocoevalcap's
+    data); the Java one needs ``java`` on PATH."""
+    return _implementation(implementation) == "python" or shutil.which("java") is not None
+
 
 #: pycocoevalcap's command (``Meteor.__init__``), run in the directory of its ``meteor.py``
 METEOR_ARGS = ("-jar", "-Xmx2G", "meteor-1.5.jar", "-", "-", "-stdio", "-l", "en", "-norm")
@@ -479,7 +520,7 @@ def prestart() -> None:
     """Start this process's JVMs in the background now, so that the first METEOR batch does not wait
     for them (e.g. when a Celery worker process starts). Returns at once and raises nothing: without
     ``java`` on PATH it does nothing; a start failure is logged and raised by the next :func:`meteor`."""
-    if shutil.which("java") is None:
+    if DEFAULT_IMPLEMENTATION != "java" or shutil.which("java") is None:
         return
     try:
         get_pool().start(wait=False)
@@ -487,18 +528,43 @@ def prestart() -> None:
         log.exception("METEOR prestart failed")
 
 
-def meteor_and_corpus(candidates: Sequence[str], references: Sequence[Sequence[str]]) -> tuple[np.ndarray, float]:
-    """Per-caption METEOR 1.5 and pycocoevalcap's corpus METEOR with this process's pool, from one
-    pass over the jar (:meth:`MeteorPool.score_and_corpus`). Same errors as :func:`meteor`."""
+def meteor_and_corpus(candidates: Sequence[str], references: Sequence[Sequence[str]],
+                      implementation: str | None = None) -> tuple[np.ndarray, float]:
+    """Per-caption METEOR 1.5 and pycocoevalcap's corpus METEOR, from one pass: the Python scorer
+    (:func:`captioneval.kernels.meteor_py.score_and_corpus`) or this process's pool of JVMs
+    (:meth:`MeteorPool.score_and_corpus`). Same errors as :func:`meteor`."""
+    if _implementation(implementation) == "python":
+        from captioneval.kernels import meteor_py
+
+        return meteor_py.score_and_corpus(candidates, references)
     return get_pool().score_and_corpus(candidates, references)
 
 
-def meteor(candidates: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
-    """METEOR 1.5 of each candidate with this process's pool: float64 (m,) in [0, 1], equal (``==``)
-    to :func:`captioneval.kernels.coco.meteor` (pycocoevalcap's ``Meteor.compute_score``).
+def statistics(candidates: Sequence[str], references: Sequence[Sequence[str]],
+               implementation: str | None = None) -> list[str]:
+    """The jar's sufficient statistics line of each caption (23 numbers, ``MeteorStats.toString``)
+    from the chosen implementation (both give the same strings). Same errors as :func:`meteor`."""
+    if _implementation(implementation) == "python":
+        from captioneval.kernels import meteor_py
 
-    Raises ValueError (length mismatch, a candidate without references), JavaMissingError (``java``
-    not on PATH, with install instructions), MeteorError (a JVM failed twice)."""
+        return meteor_py.statistics(candidates, references)
+    return get_pool().statistics(candidates, references)
+
+
+def meteor(candidates: Sequence[str], references: Sequence[Sequence[str]],
+           implementation: str | None = None) -> np.ndarray:
+    """METEOR 1.5 of each candidate: float64 (m,) in [0, 1], equal (``==``) to
+    :func:`captioneval.kernels.coco.meteor` (pycocoevalcap's ``Meteor.compute_score``), from the
+    Python scorer or this process's pool of JVMs (``implementation``, default
+    :data:`DEFAULT_IMPLEMENTATION`).
+
+    Raises ValueError (length mismatch, a candidate without references, unknown implementation);
+    Java: JavaMissingError (``java`` not on PATH, with install instructions), MeteorError (a JVM
+    failed twice); Python: MeteorDataError (pycocoevalcap's data missing)."""
     if len(candidates) == 0 and len(references) == 0:
         return np.zeros(0)
+    if _implementation(implementation) == "python":
+        from captioneval.kernels import meteor_py
+
+        return meteor_py.score(candidates, references)
     return get_pool().score(candidates, references)
