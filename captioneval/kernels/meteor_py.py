@@ -54,6 +54,11 @@ import operator
 import os
 import re
 import threading
+
+try:  # POSIX: one process builds the paraphrase index while the others wait
+    import fcntl
+except ImportError:  # Windows: each process may build it (the file is still replaced atomically)
+    fcntl = None
 import zipfile
 from typing import Sequence
 
@@ -347,7 +352,14 @@ class _Resources:
         digest = _sha256(table)
         index_path = os.path.join(cache_dir(), f"paraphrase-en-{digest[:32]}-v{_PARA_CACHE_VERSION}.npz")
         if not os.path.isfile(index_path):
-            build_paraphrase_index(table, index_path)
+            # one process builds (about a minute and 1 GB); the others (test workers, Celery worker
+            # processes started together) wait on the lock and then read its file
+            os.makedirs(os.path.dirname(index_path), exist_ok=True)
+            with open(index_path + ".lock", "a+b") as lock_file:
+                if fcntl is not None:
+                    fcntl.flock(lock_file, fcntl.LOCK_EX)
+                if not os.path.isfile(index_path):
+                    build_paraphrase_index(table, index_path)
         self.paraphrase = _ParaphraseIndex(index_path)
         self.lock = threading.Lock()
         self._word_cache: dict[str, tuple] = {}
