@@ -478,6 +478,34 @@ def csv_row(table: Table, i: int, disagreement: np.ndarray | None = None) -> lis
     return row
 
 
+def csv_rows(table: Table, rows, disagreement: np.ndarray | None = None) -> list[tuple]:
+    """The CSV rows of ``rows`` (indices into the table, in order): the same cells as :func:`csv_row`
+    row by row, built column by column with numpy (47,830 rows of Flickr8k-CrowdFlower in a few tenths
+    of a second instead of a second). Text cells are already :func:`captioneval.utils.csvsafe.neutralise` d,
+    so a plain ``csv.writer`` (excel dialect) writes exactly what :class:`~captioneval.utils.csvsafe.SafeWriter`
+    writes for :func:`csv_row`'s rows (``tests/test_explorer.py`` compares them)."""
+    from captioneval.utils.csvsafe import neutralise
+
+    idx = np.asarray(rows, dtype=np.int64)
+
+    def num(values: np.ndarray, scale: float = 1.0) -> list:
+        picked = values[idx]
+        out = (picked * scale if scale != 1.0 else picked).tolist()
+        for p in np.flatnonzero(~np.isfinite(picked)).tolist():
+            out[p] = ""
+        return out
+
+    names = [neutralise(n) for n in table.systems]
+    cols = [table.caption[idx].tolist(), [neutralise(k) for k in table.image[idx]],
+            [names[k] for k in table.system[idx].tolist()], [neutralise(t) for t in table.text[idx]],
+            num(table.numeric["human"]), table.numeric["n_human"][idx].astype(np.int64).tolist()]
+    cols += [num(table.numeric[f"human:{c}"]) for c in table.further]
+    cols += [num(table.numeric[m["key"]], m["scale"]) for m in table.metrics]
+    if disagreement is not None:
+        cols.append(num(disagreement))
+    return list(zip(*cols))
+
+
 def caption_count(dataset: Dataset) -> list:
     """(count, max id) of the dataset's captions: part of the table's key (captions added by a
     campaign, a re-import)."""

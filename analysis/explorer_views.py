@@ -13,6 +13,8 @@ computing notice (with the previous table of the dataset, if any) and the CSV an
 """
 from __future__ import annotations
 
+import csv
+import io
 from urllib.parse import urlencode
 
 from django.http import HttpResponse
@@ -185,10 +187,9 @@ def explorer_csv(request, name):
         disagreement = table.disagreement(q.disagree) if q.disagree else None
     except explorer.ExplorerError as exc:
         return HttpResponse(str(exc) + "\n", status=400, content_type="text/plain; charset=utf-8")
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    out = io.StringIO()
+    csvsafe.writer(out).writerow(explorer.csv_header(table, q.disagree))
+    csv.writer(out).writerows(explorer.csv_rows(table, rows, disagreement))  # cells neutralised by csv_rows
+    response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{dataset.name}-examples.csv"'
-    writer = csvsafe.writer(response)
-    writer.writerow(explorer.csv_header(table, q.disagree))
-    for i in rows:
-        writer.writerow(explorer.csv_row(table, int(i), disagreement))
     return response

@@ -159,6 +159,29 @@ def test_explorer_sort_filter_paging_disagreement_csv_and_bad_parameters(thumb, 
     # the metric and the disagreement come right after the caption and its human score
     assert header(body)[:5] == ["image", "text", "human", "cider_d", "disagreement"]
 
+    # the CSV's rows are built column-wise (explorer.csv_rows): the same bytes as csv_row through SafeWriter,
+    # formula-looking cells neutralised and missing values empty
+    from analysis import explorer
+    from analysis.explorer_views import _table
+    from captioneval.utils import csvsafe
+
+    stored, *_ = _table(Dataset.objects.get(name="thumb"))
+    stored.text = stored.text.copy()
+    stored.text[0] = '=HYPERLINK("http://evil.example")'
+    stored.numeric["cider_d"] = stored.numeric["cider_d"].copy()
+    stored.numeric["cider_d"][1] = float("nan")
+    order = explorer.select(stored, explorer.parse_query({"sort": "cider_d"}))
+    for dis in (None, stored.disagreement("cider_d")):
+        rowwise, columnwise = io.StringIO(), io.StringIO()
+        for i in order:
+            csvsafe.writer(rowwise).writerow(explorer.csv_row(stored, int(i), dis))
+        csv.writer(columnwise).writerows(explorer.csv_rows(stored, order, dis))
+        assert columnwise.getvalue() == rowwise.getvalue()
+        parsed = {int(r[0]): r for r in csv.reader(io.StringIO(columnwise.getvalue()))}
+        assert parsed[int(stored.caption[0])][3] == "'" + stored.text[0]
+        cider_column = explorer.csv_header(stored).index("cider_d")
+        assert parsed[int(stored.caption[1])][cider_column] == ""
+
     # bad parameters: a clear 400, never a 500
     for bad, words in [({"sort": "nope"}, "unknown column"), ({"disagree": "spice"}, "unknown metric"),
                        ({"system": "Nobody"}, "unknown system"), ({"hmin": "abc"}, "hmin must be a number"),
