@@ -71,6 +71,7 @@ from typing import Sequence
 import numpy as np
 
 from captioneval.text.tokenizer import JavaMissingError, require_java
+from captioneval.utils.envchoice import env_choice
 
 __all__ = ["IMPLEMENTATIONS", "DEFAULT_IMPLEMENTATION", "available", "statistics", "MeteorPool", "MeteorError", "JavaMissingError", "METEOR_ARGS", "configure", "prestart", "meteor",
            "get_pool", "pool_size", "meteor_and_corpus"]
@@ -82,11 +83,7 @@ _ENV = "CAPTIONEVAL_METEOR"
 
 
 def _default_implementation() -> str:
-    value = os.environ.get(_ENV, "python")
-    if value not in IMPLEMENTATIONS:
-        raise ValueError(f"{_ENV}={value!r} is not a METEOR implementation; allowed values: "
-                         f"{', '.join(repr(v) for v in IMPLEMENTATIONS)}")
-    return value
+    return env_choice(_ENV, IMPLEMENTATIONS, "python", "METEOR implementation")
 
 
 #: Implementation used when none is given (env ``CAPTIONEVAL_METEOR``; default ``"python"``).

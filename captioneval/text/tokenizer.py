@@ -20,11 +20,11 @@ implementations re-tokenises rather than mixing).
 """
 from __future__ import annotations
 
-import os
 import shutil
 from typing import Sequence
 
 from captioneval.text import ptb
+from captioneval.utils.envchoice import env_choice
 
 TOKENIZER_NAME = "ptb"
 JAVA_VERSION = "pycocoevalcap-1.2/stanford-corenlp-3.4.1"
@@ -34,11 +34,7 @@ _ENV = "CAPTIONEVAL_TOKENIZER"
 
 
 def _default_implementation() -> str:
-    value = os.environ.get(_ENV, "python")
-    if value not in IMPLEMENTATIONS:
-        raise ValueError(f"{_ENV}={value!r} is not a tokenizer implementation; allowed values: "
-                         f"{', '.join(repr(v) for v in IMPLEMENTATIONS)}")
-    return value
+    return env_choice(_ENV, IMPLEMENTATIONS, "python", "tokenizer implementation")
 
 
 #: Implementation used by :func:`ptb_tokenize` when none is given (env ``CAPTIONEVAL_TOKENIZER``).
