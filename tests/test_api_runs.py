@@ -86,10 +86,15 @@ def test_runs_are_started_by_staff_only_with_the_forms_rules(world, db, monkeypa
     missing = c.post("/api/runs/", {"dataset": "no-such", "metrics": ["bleu_1"]}, content_type="application/json",
                      **auth(world))
     assert missing.status_code == 404
-    # METEOR without Java on this server: skipped with its reason; alone, refused with it
+    # METEOR of the jar without Java on this server: skipped with its reason; alone, refused with it
     empty = tmp_path / "bin-without-java"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    from captioneval.metrics import base, registry
+
+    assert registry.unavailable_now(["meteor"]) == {}  # the default, pure-Python METEOR needs no Java
+    # CAPTIONEVAL_METEOR=java: the jar's METEOR needs a JVM (captioneval.metrics.builtin.meteor)
+    monkeypatch.setattr(registry.METRICS["meteor"], "needs", frozenset({base.REFERENCES, base.JVM}))
     alone = c.post("/api/runs/", {"dataset": world.dataset, "metrics": ["meteor"]}, content_type="application/json",
                    **auth(world))
     assert alone.status_code == 400 and "Java is not installed" in alone.json()["detail"]

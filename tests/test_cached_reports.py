@@ -256,9 +256,11 @@ def test_warm_reports_computes_what_the_pages_read(scored, alice, client):  # no
         for url in specs + figures:
             assert client.get(url.replace("&amp;", "&")).status_code == 200, url
     # a second run finds everything stored and computes nothing
-    with patches[0], patches[1], patches[2], patches[3], mock.patch("analysis.campaigns.campaign_report", _boom):
+    with patches[0], patches[1], patches[2], patches[3], mock.patch("analysis.campaigns.campaign_report", _boom), \
+            mock.patch("crowd.export_store.export_dataset", _boom):  # the stored bulk downloads are read, not rebuilt
         again = run_command("warm_reports", "--resamples", "100", "--permutations", "100", "--seed", "3")
-    assert again.count(": ready") == 5 + scatters
+    assert again.count(": ready") == 5 + scatters + 2
+    assert "sub: export.jsonl: ready" in again and "sub: export.csv: ready" in again
     with pytest.raises(Exception, match="unknown dataset 'nope'"):
         run_command("warm_reports", "--dataset", "nope")
 

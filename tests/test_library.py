@@ -196,6 +196,7 @@ def test_meteor_is_one_pass_over_the_jar_with_pycocoevalcaps_numbers(monkeypatch
     refs: dict = {}
     for a in ann["annotations"]:
         refs.setdefault(a["image_id"], []).append(a["caption"])
+    monkeypatch.setattr(meteor, "DEFAULT_IMPLEMENTATION", "java")  # the jar's path (the default is the Python port)
     calls = []
     for name in ("statistics", "score", "score_and_corpus"):
         real = getattr(meteor.MeteorPool, name)

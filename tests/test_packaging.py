@@ -270,8 +270,8 @@ def test_wheel_installs_into_a_fresh_venv_and_evaluates(tmp_path, captioneval_wh
                  cwd=tmp_path, env=env)
     assert words.stdout.strip() == "318", words.stderr
     assert proc.stderr.strip().splitlines() == [
-        "captioneval: METEOR needs the METEOR 1.5 jar of pycocoevalcap: pip install 'captioneval[meteor]' (and a Java "
-        "runtime)"]
+        "captioneval: METEOR needs the METEOR 1.5 jar of pycocoevalcap: pip install 'captioneval[meteor]' (which also "
+        "brings snowballstemmer for the Python implementation)"]
     assert list(report["corpus"]) == NO_METEOR and report["skipped"].keys() == {"meteor"}
     # METEOR asked for explicitly, and the platform's commands, fail with one line each
     proc = _run([exe, "evaluate", "--annotations", ANNOTATIONS, "--results", RESULTS, "--metric", "meteor"],

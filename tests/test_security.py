@@ -405,7 +405,8 @@ def test_credentials_and_the_secret_key_never_reach_a_page_or_the_database(site,
         pages = crawl(client, seeds)
         for url, response in pages.items():
             assert response.status_code < 500, (user, url, response.status_code)
-            body = response.content.decode(errors="replace") + str(response.headers)
+            raw = b"".join(response.streaming_content) if response.streaming else response.content
+            body = raw.decode(errors="replace") + str(response.headers)
             for name, marker in markers.items():
                 assert marker not in body, f"{name} shown to {user} on {url}"
             if response.status_code == 200:
