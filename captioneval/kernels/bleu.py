@@ -266,8 +266,115 @@ def _pair_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarra
     return tuple(np.concatenate(column) for column in zip(*parts))
 
 
+def _tokenize(sentences: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pycocoevalcap's ``s.split()`` of every sentence, tokens numbered by a dictionary over the
+    chunk's vocabulary: (n_tokens int64 (S,), ptr int64 (S+1,), word id int32 (T,)); the tokens of
+    sentence s are ``ptr[s]:ptr[s+1]``."""
+    split = [s.split() for s in sentences]
+    n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+    flat = list(chain.from_iterable(split))
+    del split
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
+    wid = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int32, count=len(flat))
+    ptr = np.zeros(len(sentences) + 1, dtype=np.int64)
+    np.cumsum(n_tokens, out=ptr[1:])
+    return n_tokens, ptr, wid
+
+
+#: widths (tokens) of the bit masks of :func:`_dense_correct`; a pair whose candidate or a reference is
+#: longer than the last one is counted by sorting n-gram keys instead (:func:`_sorted_correct`)
+_MASK_WIDTHS = ((16, np.uint16), (32, np.uint32), (64, np.uint64))
+
+
+def _padded(tptr: np.ndarray, wid: np.ndarray, sent: np.ndarray, width: int, pad: int) -> np.ndarray:
+    """int32 (len(sent), width): the word ids of each sentence, left-aligned, ``pad`` after its end."""
+    out = np.full((len(sent), width), pad, dtype=np.int32)
+    idx, owner = expand(tptr, sent)
+    out[owner, idx - tptr[sent][owner]] = wid[idx]
+    return out
+
+
+def _dense_correct(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: np.ndarray, width: int,
+                   dtype, n: int) -> np.ndarray:
+    """Clipped matches ``correct`` (len(sel), n) of the pairs ``sel`` of ``index`` whose candidate and
+    references have at most ``width`` tokens, without n-gram ids: bit-parallel n-gram matching.
+
+    ``M[p, r, i]`` has bit j set when the k-gram of reference r starting at token j equals the
+    candidate's k-gram starting at token i (order 1: one comparison of padded word-id arrays, packed
+    with ``np.packbits``; order k: ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``); ``C[p, i]`` is the
+    same over the candidate itself. Then ``count_candidate = popcount(C[i])``, ``max_ref_count =
+    max_r popcount(M[r, i])``, and each distinct k-gram is counted once, at its first position i
+    (``C[i]`` has no bit below i): ``correct_k = sum_i min(count_candidate, max_ref_count)``, the
+    integers of pycocoevalcap's ``cook_test``."""
+    ps, pg = index.pair_sentence[sel], index.pair_group[sel]
+    gptr, grefs = index.group_ptr, index.group_refs
+    m = len(sel)
+    cand = _padded(tptr, wid, ps, width, -1)
+    nref = gptr[pg + 1] - gptr[pg]
+    rslot, rowner = expand(gptr, pg)
+    refs = np.full((m, int(nref.max()), width), -2, dtype=np.int32)  # -1 / -2: padding never matches
+    refs[rowner, rslot - gptr[pg][rowner]] = _padded(tptr, wid, grefs[rslot], width, -2)
+    m1 = np.packbits(cand[:, None, :, None] == refs[:, :, None, :], axis=-1, bitorder="little")
+    m1 = m1.view(dtype).reshape(refs.shape)  # (m, R, width): bit j of m1[p, r, i] = ref[r, j] == cand[i]
+    c1 = np.packbits(cand[:, :, None] == cand[:, None, :], axis=-1, bitorder="little")
+    c1 = c1.view(dtype).reshape(m, width)
+    del refs
+    clen = tptr[ps + 1] - tptr[ps]
+    pos = np.arange(width, dtype=np.int64)
+    below = ((np.ones(width, dtype=np.uint64) << pos.astype(np.uint64)) - np.uint64(1)).astype(dtype)
+    correct = np.zeros((m, n), dtype=np.int64)
+    mk, ck = m1, c1
+    for k in range(min(n, width)):
+        if k:
+            mk = mk[..., :width - k] & (m1[..., k:] >> dtype(k))
+            ck = ck[:, :width - k] & (c1[:, k:] >> dtype(k))
+        span = width - k
+        valid = pos[None, :span] < (clen - k)[:, None]  # a k-gram starts at i
+        first = (ck & below[:span]) == 0
+        own = np.bitwise_count(ck)
+        best = np.bitwise_count(mk).max(axis=1)
+        correct[:, k] = np.where(valid & first, np.minimum(own, best), 0).sum(axis=1, dtype=np.int64)
+    return correct
+
+
 def _chunk_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_pair_statistics` of one chunk, every step vectorised over its pairs."""
+    """:func:`_pair_statistics` of one chunk, every step vectorised over its pairs: the clipped
+    matches by :func:`_dense_correct` (pairs by mask width), :func:`_sorted_correct` for pairs with a
+    sentence longer than 64 tokens."""
+    with paused_gc():
+        n_tokens, tptr, wid = _tokenize(index.sentences)
+    gptr, grefs = index.group_ptr, index.group_refs
+    ps, pg = index.pair_sentence, index.pair_group
+    n_pairs = len(ps)
+    group_len = np.maximum.reduceat(n_tokens[grefs], gptr[:-1]) if len(grefs) else np.zeros(0, dtype=np.int64)
+    pair_len = np.maximum(n_tokens[ps], group_len[pg])
+    correct = np.zeros((n_pairs, n), dtype=np.int64)
+    lower = 0
+    for width, dtype in _MASK_WIDTHS:
+        sel = np.flatnonzero((pair_len > lower) & (pair_len <= width)) if lower else np.flatnonzero(pair_len <= width)
+        lower = width
+        if len(sel):
+            correct[sel] = _dense_correct(index, tptr, wid, sel, width, dtype, n)
+    long = np.flatnonzero(pair_len > lower)
+    if len(long):
+        correct[long] = _sorted_correct(index, n)[long]
+    testlen = n_tokens[ps]
+    guess = np.maximum(0, testlen[:, None] - np.arange(n, dtype=np.int64)[None, :])
+
+    # closest reference length, ties to the shorter one: min over refs of (|l - testlen|, l)
+    ridx, rowner = expand(gptr, pg)
+    rlen = n_tokens[grefs[ridx]]
+    width = int(rlen.max()) + 1
+    closeness = np.abs(rlen - testlen[rowner]) * width + rlen
+    starts = np.cumsum(gptr[pg + 1] - gptr[pg]) - (gptr[pg + 1] - gptr[pg])
+    reflen = np.minimum.reduceat(closeness, starts) % width
+
+    return correct, guess, testlen, reflen
+
+
+def _sorted_correct(index: CaptionIndex, n: int) -> np.ndarray:
+    """Clipped matches ``correct`` (P, n) of every pair of ``index`` with n-gram ids (:func:`_ngram_counts`)
+    and sorted (reference list, n-gram) keys: any sentence length."""
     with paused_gc():
         n_tokens, ptr, ngram, count, order, n_ngrams = _ngram_counts(index.sentences, n)
     gptr, grefs = index.group_ptr, index.group_refs
@@ -291,19 +398,7 @@ def _chunk_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarr
     found = ukeys[hit] == query
     clipped = np.where(found, np.minimum(count[idx], maxcount[hit]), 0)
     correct = np.bincount(owner * n + order[ngram[idx]], weights=clipped, minlength=n_pairs * n)
-    correct = correct.reshape(n_pairs, n).astype(np.int64)
-    testlen = n_tokens[ps]
-    guess = np.maximum(0, testlen[:, None] - np.arange(n, dtype=np.int64)[None, :])
-
-    # closest reference length, ties to the shorter one: min over refs of (|l - testlen|, l)
-    ridx, rowner = expand(gptr, pg)
-    rlen = n_tokens[grefs[ridx]]
-    width = int(rlen.max()) + 1
-    closeness = np.abs(rlen - testlen[rowner]) * width + rlen
-    starts = np.cumsum(gptr[pg + 1] - gptr[pg]) - (gptr[pg + 1] - gptr[pg])
-    reflen = np.minimum.reduceat(closeness, starts) % width
-
-    return correct, guess, testlen, reflen
+    return correct.reshape(n_pairs, n).astype(np.int64)
 
 
 def bleu_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int = 4) -> BleuResult:
