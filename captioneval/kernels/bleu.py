@@ -294,18 +294,14 @@ def _padded(tptr: np.ndarray, wid: np.ndarray, sent: np.ndarray, width: int, pad
     return out
 
 
-def _dense_correct(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: np.ndarray, width: int,
-                   dtype, n: int) -> np.ndarray:
-    """Clipped matches ``correct`` (len(sel), n) of the pairs ``sel`` of ``index`` whose candidate and
-    references have at most ``width`` tokens, without n-gram ids: bit-parallel n-gram matching.
-
-    ``M[p, r, i]`` has bit j set when the k-gram of reference r starting at token j equals the
-    candidate's k-gram starting at token i (order 1: one comparison of padded word-id arrays, packed
-    with ``np.packbits``; order k: ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``); ``C[p, i]`` is the
-    same over the candidate itself. Then ``count_candidate = popcount(C[i])``, ``max_ref_count =
-    max_r popcount(M[r, i])``, and each distinct k-gram is counted once, at its first position i
-    (``C[i]`` has no bit below i): ``correct_k = sum_i min(count_candidate, max_ref_count)``, the
-    integers of pycocoevalcap's ``cook_test``."""
+def _match_masks(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: np.ndarray, width: int,
+                 dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Token match masks of the pairs ``sel`` of ``index`` (candidate and references of at most ``width``
+    tokens; ``dtype`` the unsigned integer of ``width`` bits): ``m1`` (len(sel), R, width), bit j of
+    ``m1[p, r, i]`` set when token j of reference r equals token i of the candidate (R = the most
+    references of a pair; missing references and positions past a sentence's end match nothing), and
+    ``c1`` (len(sel), width), the same of the candidate against itself (padding matches padding there:
+    only positions inside the candidate are meaningful)."""
     ps, pg = index.pair_sentence[sel], index.pair_group[sel]
     gptr, grefs = index.group_ptr, index.group_refs
     m = len(sel)
@@ -318,7 +314,24 @@ def _dense_correct(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: 
     m1 = m1.view(dtype).reshape(refs.shape)  # (m, R, width): bit j of m1[p, r, i] = ref[r, j] == cand[i]
     c1 = np.packbits(cand[:, :, None] == cand[:, None, :], axis=-1, bitorder="little")
     c1 = c1.view(dtype).reshape(m, width)
-    del refs
+    return m1, c1
+
+
+def _dense_correct(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: np.ndarray, width: int,
+                   dtype, n: int) -> np.ndarray:
+    """Clipped matches ``correct`` (len(sel), n) of the pairs ``sel`` of ``index`` whose candidate and
+    references have at most ``width`` tokens, without n-gram ids: bit-parallel n-gram matching.
+
+    ``M[p, r, i]`` has bit j set when the k-gram of reference r starting at token j equals the
+    candidate's k-gram starting at token i (order 1: one comparison of padded word-id arrays, packed
+    with ``np.packbits``; order k: ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``); ``C[p, i]`` is the
+    same over the candidate itself. Then ``count_candidate = popcount(C[i])``, ``max_ref_count =
+    max_r popcount(M[r, i])``, and each distinct k-gram is counted once, at its first position i
+    (``C[i]`` has no bit below i): ``correct_k = sum_i min(count_candidate, max_ref_count)``, the
+    integers of pycocoevalcap's ``cook_test``."""
+    ps = index.pair_sentence[sel]
+    m = len(sel)
+    m1, c1 = _match_masks(index, tptr, wid, sel, width, dtype)
     clen = tptr[ps + 1] - tptr[ps]
     pos = np.arange(width, dtype=np.int64)
     below = ((np.ones(width, dtype=np.uint64) << pos.astype(np.uint64)) - np.uint64(1)).astype(dtype)

@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from captioneval.kernels.bleu import CaptionIndex, chunks, expand, index_captions
+from captioneval.kernels.bleu import _MASK_WIDTHS, CaptionIndex, _match_masks, chunks, expand, index_captions
 from captioneval.utils.gcpause import paused_gc
 
 __all__ = ["rouge_l", "lcs_length"]
@@ -98,6 +98,62 @@ def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
     np.cumsum(n_tokens, out=tptr[1:])
 
     gptr, grefs = index.group_ptr, index.group_refs
+    ps, pg = index.pair_sentence, index.pair_group
+    clen = n_tokens[ps]
+    eslot, epair = expand(gptr, pg)  # (pair, reference slot) entries, pair by pair
+    elen_r, elen_c = n_tokens[grefs[eslot]], clen[epair]
+    lcs = np.zeros(len(eslot), dtype=np.int64)
+
+    # pairs whose candidate and references have at most 64 tokens: the match masks of the candidate's
+    # tokens against each reference from one comparison of padded word-id arrays, then the
+    # bit-parallel recurrence on all (pair, reference) words at once, one candidate position per step
+    # (past the candidate's end a mask is 0 and leaves V unchanged)
+    group_len = np.maximum.reduceat(n_tokens[grefs], gptr[:-1])
+    pair_len = np.maximum(clen, group_len[pg])
+    epos = eslot - gptr[pg][epair]  # position of the reference in its list
+    lower = 0
+    for width, dtype in _MASK_WIDTHS:
+        sel = np.flatnonzero((pair_len > lower) & (pair_len <= width))
+        lower = width
+        if not len(sel):
+            continue
+        m1, _ = _match_masks(index, tptr, wid, sel, width, dtype)  # (m, R, width)
+        v = np.full(m1.shape[:2], np.iinfo(dtype).max, dtype=dtype)
+        for j in range(int(clen[sel].max())):
+            u = v & m1[:, :, j]
+            t = v - u
+            v += u
+            v |= t
+        local = np.full(len(ps), -1, dtype=np.int64)
+        local[sel] = np.arange(len(sel), dtype=np.int64)
+        e = np.flatnonzero(local[epair] >= 0)
+        ve = v[local[epair[e]], epos[e]].astype(np.uint64)
+        low = np.right_shift(np.uint64(np.iinfo(np.uint64).max), (WORD_BITS - elen_r[e]).astype(np.uint64))
+        lcs[e] = elen_r[e] - np.bitwise_count(ve & low).astype(np.int64)
+    if (pair_len > lower).any():
+        rest = np.flatnonzero(pair_len[epair] > lower)
+        lcs[rest] = _lcs_sorted(index, n_tokens, tptr, wid, split, eslot, epair, rest)
+
+    # pycocoevalcap: prec/rec per reference, maxima over the references, then the F-measure
+    prec = lcs / elen_c.astype(np.float64)
+    rec = lcs / elen_r.astype(np.float64)
+    first = np.cumsum(np.diff(gptr)[pg]) - np.diff(gptr)[pg]
+    prec_max = np.maximum.reduceat(prec, first)
+    rec_max = np.maximum.reduceat(rec, first)
+    b2 = beta ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = ((1 + b2) * prec_max * rec_max) / (rec_max + b2 * prec_max)
+    score = np.where((prec_max != 0) & (rec_max != 0), score, 0.0)
+    return score
+
+
+def _lcs_sorted(index: CaptionIndex, n_tokens, tptr, wid, split, eslot, epair, entries) -> np.ndarray:
+    """LCS lengths (int64, len(entries)) of the (pair, reference slot) ``entries`` of one chunk, for
+    pairs with a sentence longer than 64 tokens: match masks from the sorted vocabularies of the
+    reference lists, uint64 words for references of at most 64 tokens, Python integers above."""
+    n_voc = int(wid.max()) + 1 if len(wid) else 1
+    wid = wid.astype(np.int64)
+    gptr, grefs = index.group_ptr, index.group_refs
     n_groups = len(gptr) - 1
     ps, pg = index.pair_sentence, index.pair_group
 
@@ -155,14 +211,4 @@ def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
     for e in np.flatnonzero(~short[eslot]).tolist():  # references of more than 64 tokens
         lcs[e] = lcs_length(split[grefs[eslot[e]]], split[ps[epair[e]]])
 
-    # pycocoevalcap: prec/rec per reference, maxima over the references, then the F-measure
-    prec = lcs / elen_c.astype(np.float64)
-    rec = lcs / elen_r.astype(np.float64)
-    first = np.cumsum(np.diff(gptr)[pg]) - np.diff(gptr)[pg]
-    prec_max = np.maximum.reduceat(prec, first)
-    rec_max = np.maximum.reduceat(rec, first)
-    b2 = beta ** 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = ((1 + b2) * prec_max * rec_max) / (rec_max + b2 * prec_max)
-    score = np.where((prec_max != 0) & (rec_max != 0), score, 0.0)
-    return score
+    return lcs[entries]
