@@ -266,19 +266,65 @@ def _pair_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarra
     return tuple(np.concatenate(column) for column in zip(*parts))
 
 
-def _tokenize(sentences: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """pycocoevalcap's ``s.split()`` of every sentence, tokens numbered by a dictionary over the
-    chunk's vocabulary: (n_tokens int64 (S,), ptr int64 (S+1,), word id int32 (T,)); the tokens of
-    sentence s are ``ptr[s]:ptr[s+1]``."""
-    split = [s.split() for s in sentences]
-    n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
-    flat = list(chain.from_iterable(split))
-    del split
-    vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
-    wid = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int32, count=len(flat))
-    ptr = np.zeros(len(sentences) + 1, dtype=np.int64)
+#: ASCII whitespace as ``str.split()`` sees it (``chr(c).isspace()`` for c < 128)
+_ASCII_SPACE = np.zeros(256, dtype=bool)
+_ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+#: a long token's key: this bit (the sign of an int64) set, its dictionary id below
+_LONG_TOKEN = np.int64(-2 ** 63)
+
+
+def _tokenize(sentences: list, single_space: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tokens of every sentence as int64 keys, equal exactly when the tokens are equal:
+    (n_tokens int64 (S,), ptr int64 (S+1,), key int64 (T,)); the tokens of sentence s are
+    ``ptr[s]:ptr[s+1]``. Tokens are pycocoevalcap's ``s.split()`` (BLEU, CIDEr-D) or, with
+    ``single_space``, ``s.split(" ")`` (ROUGE-L: empty tokens included).
+
+    ASCII text without NUL bytes (the PTB-tokenised case) is split without a Python object per token:
+    the sentences are joined into one byte string, token boundaries come from a whitespace table over
+    its bytes, and a token of at most 8 bytes is its bytes read as a little-endian uint64 (zero-padded;
+    non-negative as ASCII bytes are < 0x80, distinct lengths differ since no byte is 0); a longer token
+    is ``-2**63 + id`` with ``id`` from a dictionary over the chunk's long tokens. Other text: the
+    key is an id from a dictionary over the split tokens."""
+    n_sent = len(sentences)
+    if n_sent == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=n_sent)
+    text = (" " if single_space else "\n").join(sentences)
+    if not text.isascii() or "\0" in text:
+        split = [s.split(" ") if single_space else s.split() for s in sentences]
+        n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=n_sent)
+        flat = list(chain.from_iterable(split))
+        del split
+        vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
+        key = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+    else:
+        raw = np.frombuffer(text.encode("ascii") + bytes(8), dtype=np.uint8)
+        size = len(text)
+        sent_start = np.cumsum(lengths + 1) - (lengths + 1)  # offset of each sentence in ``text``
+        if single_space:
+            cut = np.flatnonzero(raw[:size] == 32)  # every space (joints included) ends a token
+            starts = np.concatenate([[0], cut + 1])
+            ends = np.concatenate([cut, [size]])
+        else:
+            word = np.zeros(size + 2, dtype=np.int8)
+            word[1:-1] = ~_ASCII_SPACE[raw[:size]]
+            edge = np.diff(word)
+            starts = np.flatnonzero(edge == 1)
+            ends = np.flatnonzero(edge == -1)
+        tok_len = ends - starts
+        sent_of = np.searchsorted(sent_start, starts, side="right") - 1
+        n_tokens = np.bincount(sent_of, minlength=n_sent).astype(np.int64)
+        window = raw[starts[:, None] + np.arange(8, dtype=np.int64)[None, :]]
+        window[np.arange(8)[None, :] >= tok_len[:, None]] = 0
+        key = window.view(np.int64).reshape(-1).copy()
+        long = np.flatnonzero(tok_len > 8)
+        if len(long):
+            words = [text[a:b] for a, b in zip(starts[long].tolist(), ends[long].tolist())]
+            vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
+            key[long] = _LONG_TOKEN + np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
+    ptr = np.zeros(n_sent + 1, dtype=np.int64)
     np.cumsum(n_tokens, out=ptr[1:])
-    return n_tokens, ptr, wid
+    return n_tokens, ptr, key
 
 
 #: widths (tokens) of the bit masks of :func:`_dense_correct`; a pair whose candidate or a reference is
@@ -287,8 +333,8 @@ _MASK_WIDTHS = ((16, np.uint16), (32, np.uint32), (64, np.uint64))
 
 
 def _padded(tptr: np.ndarray, wid: np.ndarray, sent: np.ndarray, width: int, pad: int) -> np.ndarray:
-    """int32 (len(sent), width): the word ids of each sentence, left-aligned, ``pad`` after its end."""
-    out = np.full((len(sent), width), pad, dtype=np.int32)
+    """int64 (len(sent), width): the token keys of each sentence, left-aligned, ``pad`` after its end."""
+    out = np.full((len(sent), width), pad, dtype=np.int64)
     idx, owner = expand(tptr, sent)
     out[owner, idx - tptr[sent][owner]] = wid[idx]
     return out
@@ -308,7 +354,7 @@ def _match_masks(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: np
     cand = _padded(tptr, wid, ps, width, -1)
     nref = gptr[pg + 1] - gptr[pg]
     rslot, rowner = expand(gptr, pg)
-    refs = np.full((m, int(nref.max()), width), -2, dtype=np.int32)  # -1 / -2: padding never matches
+    refs = np.full((m, int(nref.max()), width), -2, dtype=np.int64)  # -1 / -2: no token's key
     refs[rowner, rslot - gptr[pg][rowner]] = _padded(tptr, wid, grefs[rslot], width, -2)
     m1 = np.packbits(cand[:, None, :, None] == refs[:, :, None, :], axis=-1, bitorder="little")
     m1 = m1.view(dtype).reshape(refs.shape)  # (m, R, width): bit j of m1[p, r, i] = ref[r, j] == cand[i]

@@ -33,7 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
-from captioneval.kernels.bleu import _MASK_WIDTHS, CaptionIndex, _match_masks, chunks, expand, index_captions
+from captioneval.kernels.bleu import _MASK_WIDTHS, CaptionIndex, _match_masks, _tokenize, chunks, expand, index_captions
 from captioneval.utils.gcpause import paused_gc
 
 __all__ = ["rouge_l", "lcs_length"]
@@ -87,15 +87,8 @@ def rouge_l(candidates: Sequence[str], references: Sequence[Sequence[str]], beta
 def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
     """ROUGE-L of the distinct pairs of one chunk of ``index`` (:func:`captioneval.kernels.bleu.chunks`),
     float64 (P,), every step vectorised over the pairs."""
-    with paused_gc():
-        split = [s.split(" ") for s in index.sentences]  # pycocoevalcap Rouge.calc_score: split(" ")
-    n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=len(split))  # >= 1
-    flat = list(chain.from_iterable(split))
-    vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
-    n_voc = len(vocab)
-    wid = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
-    tptr = np.zeros(len(split) + 1, dtype=np.int64)
-    np.cumsum(n_tokens, out=tptr[1:])
+    with paused_gc():  # pycocoevalcap Rouge.calc_score: split(" "); n_tokens >= 1
+        n_tokens, tptr, wid = _tokenize(index.sentences, single_space=True)
 
     gptr, grefs = index.group_ptr, index.group_refs
     ps, pg = index.pair_sentence, index.pair_group
@@ -132,7 +125,7 @@ def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
         lcs[e] = elen_r[e] - np.bitwise_count(ve & low).astype(np.int64)
     if (pair_len > lower).any():
         rest = np.flatnonzero(pair_len[epair] > lower)
-        lcs[rest] = _lcs_sorted(index, n_tokens, tptr, wid, split, eslot, epair, rest)
+        lcs[rest] = _lcs_sorted(index, n_tokens, tptr, wid, eslot, epair, rest)
 
     # pycocoevalcap: prec/rec per reference, maxima over the references, then the F-measure
     prec = lcs / elen_c.astype(np.float64)
@@ -147,12 +140,13 @@ def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
     return score
 
 
-def _lcs_sorted(index: CaptionIndex, n_tokens, tptr, wid, split, eslot, epair, entries) -> np.ndarray:
+def _lcs_sorted(index: CaptionIndex, n_tokens, tptr, key, eslot, epair, entries) -> np.ndarray:
     """LCS lengths (int64, len(entries)) of the (pair, reference slot) ``entries`` of one chunk, for
     pairs with a sentence longer than 64 tokens: match masks from the sorted vocabularies of the
     reference lists, uint64 words for references of at most 64 tokens, Python integers above."""
+    _, wid = np.unique(key, return_inverse=True)  # dense word ids
+    wid = wid.reshape(-1).astype(np.int64, copy=False)
     n_voc = int(wid.max()) + 1 if len(wid) else 1
-    wid = wid.astype(np.int64)
     gptr, grefs = index.group_ptr, index.group_refs
     n_groups = len(gptr) - 1
     ps, pg = index.pair_sentence, index.pair_group
@@ -209,6 +203,7 @@ def _lcs_sorted(index: CaptionIndex, n_tokens, tptr, wid, split, eslot, epair, e
     low = np.right_shift(np.uint64(np.iinfo(np.uint64).max), (WORD_BITS - elen_r[order]).astype(np.uint64))
     lcs[order] = elen_r[order] - np.bitwise_count(v & low).astype(np.int64)
     for e in np.flatnonzero(~short[eslot]).tolist():  # references of more than 64 tokens
-        lcs[e] = lcs_length(split[grefs[eslot[e]]], split[ps[epair[e]]])
+        r, c = grefs[eslot[e]], ps[epair[e]]
+        lcs[e] = lcs_length(wid[tptr[r]:tptr[r + 1]].tolist(), wid[tptr[c]:tptr[c + 1]].tolist())
 
     return lcs[entries]
