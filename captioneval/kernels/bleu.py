@@ -396,10 +396,24 @@ def _dense_correct(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: 
     return correct
 
 
+#: a chunk whose distinct pairs are at least this many times its reference lists (many candidates per
+#: image: human-judgement datasets) is counted with the reference lists' n-grams sorted once per list
+#: (:func:`_sorted_correct`, :func:`captioneval.kernels.rouge._lcs_sorted`), the pair-by-pair masks
+#: repeating a list's work for each of its candidates
+SHARED_REFERENCES = 4
+
+
+def _shared_references(index: CaptionIndex) -> bool:
+    """Whether the pairs of ``index`` share their reference lists enough for the sorted path
+    (:data:`SHARED_REFERENCES`)."""
+    return len(index.pair_sentence) >= SHARED_REFERENCES * (len(index.group_ptr) - 1)
+
+
 def _chunk_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_pair_statistics` of one chunk, every step vectorised over its pairs: the clipped
     matches by :func:`_dense_correct` (pairs by mask width), :func:`_sorted_correct` for pairs with a
-    sentence longer than 64 tokens."""
+    sentence longer than 64 tokens or for the whole chunk when its reference lists are shared by many
+    candidates (:data:`SHARED_REFERENCES`)."""
     with paused_gc():
         n_tokens, tptr, wid = _tokenize(index.sentences)
     gptr, grefs = index.group_ptr, index.group_refs
@@ -407,16 +421,19 @@ def _chunk_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarr
     n_pairs = len(ps)
     group_len = np.maximum.reduceat(n_tokens[grefs], gptr[:-1]) if len(grefs) else np.zeros(0, dtype=np.int64)
     pair_len = np.maximum(n_tokens[ps], group_len[pg])
-    correct = np.zeros((n_pairs, n), dtype=np.int64)
-    lower = 0
-    for width, dtype in _MASK_WIDTHS:
-        sel = np.flatnonzero((pair_len > lower) & (pair_len <= width)) if lower else np.flatnonzero(pair_len <= width)
-        lower = width
-        if len(sel):
-            correct[sel] = _dense_correct(index, tptr, wid, sel, width, dtype, n)
-    long = np.flatnonzero(pair_len > lower)
-    if len(long):
-        correct[long] = _sorted_correct(index, n)[long]
+    if _shared_references(index):
+        correct = _sorted_correct(index, n)
+    else:
+        correct = np.zeros((n_pairs, n), dtype=np.int64)
+        lower = 0
+        for width, dtype in _MASK_WIDTHS:
+            sel = np.flatnonzero((pair_len > lower) & (pair_len <= width))
+            lower = width
+            if len(sel):
+                correct[sel] = _dense_correct(index, tptr, wid, sel, width, dtype, n)
+        long = np.flatnonzero(pair_len > lower)
+        if len(long):
+            correct[long] = _sorted_correct(index, n)[long]
     testlen = n_tokens[ps]
     guess = np.maximum(0, testlen[:, None] - np.arange(n, dtype=np.int64)[None, :])
 

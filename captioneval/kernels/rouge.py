@@ -33,7 +33,8 @@ from typing import Sequence
 
 import numpy as np
 
-from captioneval.kernels.bleu import _MASK_WIDTHS, CaptionIndex, _match_masks, _tokenize, chunks, expand, index_captions
+from captioneval.kernels.bleu import (_MASK_WIDTHS, CaptionIndex, _match_masks, _shared_references, _tokenize, chunks,
+                                      expand, index_captions)
 from captioneval.utils.gcpause import paused_gc
 
 __all__ = ["rouge_l", "lcs_length"]
@@ -101,31 +102,34 @@ def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
     # tokens against each reference from one comparison of padded word-id arrays, then the
     # bit-parallel recurrence on all (pair, reference) words at once, one candidate position per step
     # (past the candidate's end a mask is 0 and leaves V unchanged)
-    group_len = np.maximum.reduceat(n_tokens[grefs], gptr[:-1])
-    pair_len = np.maximum(clen, group_len[pg])
-    epos = eslot - gptr[pg][epair]  # position of the reference in its list
-    lower = 0
-    for width, dtype in _MASK_WIDTHS:
-        sel = np.flatnonzero((pair_len > lower) & (pair_len <= width))
-        lower = width
-        if not len(sel):
-            continue
-        m1, _ = _match_masks(index, tptr, wid, sel, width, dtype)  # (m, R, width)
-        v = np.full(m1.shape[:2], np.iinfo(dtype).max, dtype=dtype)
-        for j in range(int(clen[sel].max())):
-            u = v & m1[:, :, j]
-            t = v - u
-            v += u
-            v |= t
-        local = np.full(len(ps), -1, dtype=np.int64)
-        local[sel] = np.arange(len(sel), dtype=np.int64)
-        e = np.flatnonzero(local[epair] >= 0)
-        ve = v[local[epair[e]], epos[e]].astype(np.uint64)
-        low = np.right_shift(np.uint64(np.iinfo(np.uint64).max), (WORD_BITS - elen_r[e]).astype(np.uint64))
-        lcs[e] = elen_r[e] - np.bitwise_count(ve & low).astype(np.int64)
-    if (pair_len > lower).any():
-        rest = np.flatnonzero(pair_len[epair] > lower)
-        lcs[rest] = _lcs_sorted(index, n_tokens, tptr, wid, eslot, epair, rest)
+    if _shared_references(index):  # many candidates per reference list: its masks built once
+        lcs = _lcs_sorted(index, n_tokens, tptr, wid, eslot, epair, np.arange(len(eslot)))
+    else:
+        group_len = np.maximum.reduceat(n_tokens[grefs], gptr[:-1])
+        pair_len = np.maximum(clen, group_len[pg])
+        epos = eslot - gptr[pg][epair]  # position of the reference in its list
+        lower = 0
+        for width, dtype in _MASK_WIDTHS:
+            sel = np.flatnonzero((pair_len > lower) & (pair_len <= width))
+            lower = width
+            if not len(sel):
+                continue
+            m1, _ = _match_masks(index, tptr, wid, sel, width, dtype)  # (m, R, width)
+            v = np.full(m1.shape[:2], np.iinfo(dtype).max, dtype=dtype)
+            for j in range(int(clen[sel].max())):
+                u = v & m1[:, :, j]
+                t = v - u
+                v += u
+                v |= t
+            local = np.full(len(ps), -1, dtype=np.int64)
+            local[sel] = np.arange(len(sel), dtype=np.int64)
+            e = np.flatnonzero(local[epair] >= 0)
+            ve = v[local[epair[e]], epos[e]].astype(np.uint64)
+            low = np.right_shift(np.uint64(np.iinfo(np.uint64).max), (WORD_BITS - elen_r[e]).astype(np.uint64))
+            lcs[e] = elen_r[e] - np.bitwise_count(ve & low).astype(np.int64)
+        if (pair_len > lower).any():
+            rest = np.flatnonzero(pair_len[epair] > lower)
+            lcs[rest] = _lcs_sorted(index, n_tokens, tptr, wid, eslot, epair, rest)
 
     # pycocoevalcap: prec/rec per reference, maxima over the references, then the F-measure
     prec = lcs / elen_c.astype(np.float64)
