@@ -217,6 +217,33 @@ def run_distinct(sizes: list[int], repeats: int, reference_max: int) -> dict:
     return {"distinct": rows, "exponents": exponents}
 
 
+def peak_memory(metric: str, n: int) -> tuple[float, float]:
+    """In this process (meant to be a fresh one): build ``synthetic(n)``, note the peak resident set
+    size, run our ``metric`` on it and note the peak again. Returns both, in GiB (Linux ``ru_maxrss``)."""
+    import resource
+
+    cands, refs = synthetic(n)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    {"bleu": lambda: bleu_scores(cands, refs, 4), "rouge_l": lambda: rouge_l(cands, refs),
+     "cider_d": lambda: cider_d(cands, refs)}[metric]()
+    return before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+
+
+def run_memory(n: int) -> dict:
+    """Peak memory of each of our metrics on ``synthetic(n)``, each in its own child process."""
+    import subprocess
+
+    out = {}
+    print(f"peak resident memory, synthetic {n} (candidates + 5 references each), one process per metric:")
+    for metric in ("bleu", "rouge_l", "cider_d"):
+        line = subprocess.run([sys.executable, __file__, "--peak-memory", metric, str(n)], check=True,
+                              capture_output=True, text=True).stdout.split()
+        inputs, peak = float(line[0]), float(line[1])
+        out[metric] = {"inputs_gib": inputs, "peak_gib": peak}
+        print(f"  {metric:8} {peak:5.2f} GiB peak ({inputs:.2f} GiB of it the process with its input lists)", flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", choices=DATASETS, default=DATASETS[0])
@@ -227,13 +254,21 @@ def main(argv=None) -> int:
                         help="time distinct captions instead: the COCO example, then N synthetic candidates each")
     parser.add_argument("--reference-max", type=int, default=200_000,
                         help="with --distinct: run pycocoevalcap only up to this many candidates")
+    parser.add_argument("--memory", type=int, metavar="N",
+                        help="with --distinct: also the peak memory of ours on N synthetic candidates (child processes)")
+    parser.add_argument("--peak-memory", nargs=2, metavar=("METRIC", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.peak_memory:
+        print(*peak_memory(args.peak_memory[0], int(args.peak_memory[1])))
+        return 0
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     if args.distinct and min(args.distinct) < 1:
         parser.error("--distinct sizes must be positive")
     report = run_distinct(args.distinct, args.repeats, args.reference_max) if args.distinct else \
         run(args.dataset, args.quick, args.repeats)
+    if args.distinct and args.memory:
+        report["memory"] = run_memory(args.memory)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     diffs = [r["max_abs_diff"] for r in report["distinct"]] if args.distinct else \
