@@ -269,6 +269,8 @@ def _pair_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarra
 #: ASCII whitespace as ``str.split()`` sees it (``chr(c).isspace()`` for c < 128)
 _ASCII_SPACE = np.zeros(256, dtype=bool)
 _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+#: ``_BYTE_MASKS[l]``: the low ``l`` bytes of an int64 set (l = 0..8)
+_BYTE_MASKS = np.array([(1 << (8 * l)) - 1 for l in range(8)] + [-1], dtype=np.int64)
 #: a long token's key: this bit (the sign of an int64) set, its dictionary id below
 _LONG_TOKEN = np.int64(-2 ** 63)
 
@@ -314,9 +316,15 @@ def _tokenize(sentences: list, single_space: bool = False) -> tuple[np.ndarray, 
         tok_len = ends - starts
         sent_of = np.searchsorted(sent_start, starts, side="right") - 1
         n_tokens = np.bincount(sent_of, minlength=n_sent).astype(np.int64)
-        window = raw[starts[:, None] + np.arange(8, dtype=np.int64)[None, :]]
-        window[np.arange(8)[None, :] >= tok_len[:, None]] = 0
-        key = window.view(np.int64).reshape(-1).copy()
+        # the 8 bytes from each token's start, one unaligned uint64 view per start offset modulo 8
+        key = np.empty(len(starts), dtype=np.int64)
+        phase = starts & 7
+        for o in range(8):
+            at = np.flatnonzero(phase == o)
+            if len(at):
+                words = raw[o:o + 8 * ((len(raw) - o) // 8)].view("<i8")
+                key[at] = words[(starts[at] - o) >> 3]
+        key &= _BYTE_MASKS[np.minimum(tok_len, 8)]  # zero the bytes after the token
         long = np.flatnonzero(tok_len > 8)
         if len(long):
             words = [text[a:b] for a, b in zip(starts[long].tolist(), ends[long].tolist())]
