@@ -29,16 +29,25 @@ reproduces exactly (equal per caption and corpus to the last bit on the bundled 
   the integer totals over all candidates of ``correct_k``, ``guess_k``, ``len`` and the closest
   ``reflen`` (not the mean of the per-caption scores).
 
-Implementation: every distinct sentence is split once, tokens and n-grams get integer ids
-(an n-gram of order k is the pair (id of its (k-1)-gram prefix, last token), numbered with
-``np.unique``); the maximum reference counts are built once per distinct reference list (the
-references of an image are shared by all its candidates) and looked up for each distinct
-(candidate, reference list) pair with one ``np.searchsorted``. The floating-point operations of the
-per-caption formula are the reference's, in the same order; the two libm calls (``pow`` and
-``exp``) are made with Python floats on the distinct values, so results do not depend on numpy's
-SIMD builds of ``power`` / ``exp``. Batches of more than :data:`CHUNK_PAIRS` distinct pairs are
-scored a chunk at a time (:func:`chunks`: each chunk numbers only its own sentences and n-grams), so
-time and memory grow linearly with the batch; a pair's numbers do not depend on the chunking.
+Implementation: every distinct sentence and reference list is numbered once (the shared-text
+shortcut: a text repeated across candidates or images is split and counted once). ASCII sentences
+are split with numpy over their joined bytes, each token becoming one int64 key (its bytes when it
+has at most 8, a dictionary id otherwise; :func:`_tokenize`), so no Python object is built per
+token. For distinct captions (each reference list used by few candidates) the clipped matches are
+counted without n-gram ids: a candidate's token-match masks against each of its references (bit j
+of ``M[r, i]`` set when reference token j equals candidate token i) come from one comparison of
+padded key arrays, n-gram matches of order k from ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``,
+and counts are popcounts (:func:`_dense_correct`; sentences of up to 64 tokens, in 16/32/64-bit
+words). Longer sentences, and chunks whose reference lists are shared by many candidates
+(:data:`SHARED_REFERENCES`, e.g. the human-judgement datasets), number the n-grams with
+``np.unique`` instead (an n-gram of order k is the pair (id of its (k-1)-gram prefix, last token))
+and build the maximum reference counts once per reference list (:func:`_sorted_correct`). Both give
+the same integers. The floating-point operations of the per-caption formula are the reference's, in
+the same order; the two libm calls (``pow`` and ``exp``) are made with Python floats on the distinct
+values, so results do not depend on numpy's SIMD builds of ``power`` / ``exp``. Batches of more than
+:data:`CHUNK_PAIRS` distinct pairs are scored a chunk at a time (:func:`chunks`: each chunk numbers
+only its own sentences and n-grams), so time and memory grow linearly with the batch; a pair's
+numbers do not depend on the chunking.
 """
 from __future__ import annotations
 

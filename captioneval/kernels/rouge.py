@@ -21,10 +21,15 @@ order). The LCS lengths are computed with the bit-parallel algorithm of L. Allis
 the form of H. Hyyrö, "Bit-parallel LCS-length computation revisited", AWOCS 2004 (for the match
 masks ``M[t]`` of the tokens of the reference, ``V = ~0``; for each candidate token ``t``:
 ``U = V & M[t]; V = (V + U) | (V - U)``; then ``LCS = #zero bits of V`` among the reference's
-``|r|`` low bits). It is exact. All (candidate, reference) pairs advance together as numpy uint64
-words, one candidate token per step; references longer than 64 tokens use the same recurrence on
-Python integers. Match masks are built once per distinct reference list and the candidate tokens
-are looked up once per distinct (candidate, reference list) pair.
+``|r|`` low bits). It is exact. All (candidate, reference) pairs advance together as numpy unsigned
+words, one candidate token per step. Tokens are int64 keys (:func:`captioneval.kernels.bleu._tokenize`:
+numpy over the joined bytes for ASCII text). For distinct captions the match masks ``M[t]`` of a
+pair's candidate tokens against each of its references come from one comparison of padded key
+arrays packed into 16/32/64-bit words (:func:`captioneval.kernels.bleu._match_masks`); chunks whose
+reference lists are shared by many candidates (``SHARED_REFERENCES``), and pairs with a sentence of
+more than 64 tokens, build the masks once per distinct reference list from its sorted vocabulary
+instead (``_lcs_sorted``; references longer than 64 tokens use the same recurrence on Python
+integers).
 """
 from __future__ import annotations
 
