@@ -25,9 +25,12 @@ data/coco_multicaption_selfcider_example (candidate = caption 0, references = ca
 lower-case words, used as tokenised), then synthetic batches of N candidates with 5 references each,
 8-14 words drawn from that file's word frequencies with a fixed seed. BLEU-1..4, ROUGE-L and CIDEr-D
 (with the batch's own document frequencies) each; pycocoevalcap only up to ``--reference-max``
-candidates (default 200,000; it grows linearly, about 50 s for BLEU at 200k on one core of the 2-core
-machine). It prints the ratio per size and the exponent b of a least-squares fit time ~ N^b of ours
-(1.0 is linear). The CHUNK_PAIRS / CHUNK_ITEMS of the kernels keep that exponent near 1.
+candidates (default 200,000; it grows linearly, about 40-55 s for BLEU at 200k on one core of the
+2-core machine). It prints the ratio per size and the exponent b of a least-squares fit time ~ N^b of ours
+(1.0 is linear). The CHUNK_PAIRS / CHUNK_ITEMS of the kernels keep that exponent near 1. With
+``--memory N`` it then runs each of our three metrics on ``synthetic(N)`` in a child process of its
+own and prints its peak resident memory (``ru_maxrss``) and how much of it the process already had
+after building the input lists.
 
 Prints per metric the pycocoevalcap time, ours, their ratio (pycocoevalcap / ours, the speed-up) and
 the largest absolute difference per caption (for BLEU also of the corpus score). ``--json FILE``
