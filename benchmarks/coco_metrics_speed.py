@@ -29,8 +29,8 @@ candidates (default 200,000; it grows linearly, about 40-55 s for BLEU at 200k o
 2-core machine). It prints the ratio per size and the exponent b of a least-squares fit time ~ N^b of ours
 (1.0 is linear). The CHUNK_PAIRS / CHUNK_ITEMS of the kernels keep that exponent near 1. With
 ``--memory N`` it then runs each of our three metrics on ``synthetic(N)`` in a child process of its
-own and prints its peak resident memory (``ru_maxrss``) and how much of it the process already had
-after building the input lists.
+own and prints its peak resident memory (``VmHWM``, reset after the input is built) and how much
+of it the process already had with the input lists.
 
 Prints per metric the pycocoevalcap time, ours, their ratio (pycocoevalcap / ours, the speed-up) and
 the largest absolute difference per caption (for BLEU also of the corpus score). ``--json FILE``
@@ -220,16 +220,30 @@ def run_distinct(sizes: list[int], repeats: int, reference_max: int) -> dict:
     return {"distinct": rows, "exponents": exponents}
 
 
+def _status_gib(field: str) -> float:
+    """A ``VmRSS`` / ``VmHWM`` line of /proc/self/status, in GiB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 2 ** 20
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
 def peak_memory(metric: str, n: int) -> tuple[float, float]:
-    """In this process (meant to be a fresh one): build ``synthetic(n)``, note the peak resident set
-    size, run our ``metric`` on it and note the peak again. Returns both, in GiB (Linux ``ru_maxrss``)."""
-    import resource
+    """In this process (meant to be a fresh one): build ``synthetic(n)``, then reset the peak resident
+    set size (``echo 5 > /proc/self/clear_refs``, Linux) so that the generator's temporaries do not
+    count, run our ``metric`` on it and read the peak (``VmHWM``). Returns (resident size with the
+    input lists before the call, peak during it), in GiB."""
+    import ctypes
+    import gc
 
     cands, refs = synthetic(n)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_gib("VmRSS")
     {"bleu": lambda: bleu_scores(cands, refs, 4), "rouge_l": lambda: rouge_l(cands, refs),
      "cider_d": lambda: cider_d(cands, refs)}[metric]()
-    return before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    return before, _status_gib("VmHWM")
 
 
 def run_memory(n: int) -> dict:
