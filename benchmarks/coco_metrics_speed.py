@@ -25,9 +25,12 @@ data/coco_multicaption_selfcider_example (candidate = caption 0, references = ca
 lower-case words, used as tokenised), then synthetic batches of N candidates with 5 references each,
 8-14 words drawn from that file's word frequencies with a fixed seed. BLEU-1..4, ROUGE-L and CIDEr-D
 (with the batch's own document frequencies) each; pycocoevalcap only up to ``--reference-max``
-candidates (default 200,000; it grows linearly, about 50 s for BLEU at 200k on one core of the 2-core
-machine). It prints the ratio per size and the exponent b of a least-squares fit time ~ N^b of ours
-(1.0 is linear). The CHUNK_PAIRS / CHUNK_ITEMS of the kernels keep that exponent near 1.
+candidates (default 200,000; it grows linearly, about 40-55 s for BLEU at 200k on one core of the
+2-core machine). It prints the ratio per size and the exponent b of a least-squares fit time ~ N^b of ours
+(1.0 is linear). The CHUNK_PAIRS / CHUNK_ITEMS of the kernels keep that exponent near 1. With
+``--memory N`` it then runs each of our three metrics on ``synthetic(N)`` in a child process of its
+own and prints its peak resident memory (``VmHWM``, reset after the input is built) and how much
+of it the process already had with the input lists.
 
 Prints per metric the pycocoevalcap time, ours, their ratio (pycocoevalcap / ours, the speed-up) and
 the largest absolute difference per caption (for BLEU also of the corpus score). ``--json FILE``
@@ -217,6 +220,47 @@ def run_distinct(sizes: list[int], repeats: int, reference_max: int) -> dict:
     return {"distinct": rows, "exponents": exponents}
 
 
+def _status_gib(field: str) -> float:
+    """A ``VmRSS`` / ``VmHWM`` line of /proc/self/status, in GiB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 2 ** 20
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_memory(metric: str, n: int) -> tuple[float, float]:
+    """In this process (meant to be a fresh one): build ``synthetic(n)``, then reset the peak resident
+    set size (``echo 5 > /proc/self/clear_refs``, Linux) so that the generator's temporaries do not
+    count, run our ``metric`` on it and read the peak (``VmHWM``). Returns (resident size with the
+    input lists before the call, peak during it), in GiB."""
+    import ctypes
+    import gc
+
+    cands, refs = synthetic(n)
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_gib("VmRSS")
+    {"bleu": lambda: bleu_scores(cands, refs, 4), "rouge_l": lambda: rouge_l(cands, refs),
+     "cider_d": lambda: cider_d(cands, refs)}[metric]()
+    return before, _status_gib("VmHWM")
+
+
+def run_memory(n: int) -> dict:
+    """Peak memory of each of our metrics on ``synthetic(n)``, each in its own child process."""
+    import subprocess
+
+    out = {}
+    print(f"peak resident memory, synthetic {n} (candidates + 5 references each), one process per metric:")
+    for metric in ("bleu", "rouge_l", "cider_d"):
+        line = subprocess.run([sys.executable, __file__, "--peak-memory", metric, str(n)], check=True,
+                              capture_output=True, text=True).stdout.split()
+        inputs, peak = float(line[0]), float(line[1])
+        out[metric] = {"inputs_gib": inputs, "peak_gib": peak}
+        print(f"  {metric:8} {peak:5.2f} GiB peak ({inputs:.2f} GiB of it the process with its input lists)", flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", choices=DATASETS, default=DATASETS[0])
@@ -227,13 +271,21 @@ def main(argv=None) -> int:
                         help="time distinct captions instead: the COCO example, then N synthetic candidates each")
     parser.add_argument("--reference-max", type=int, default=200_000,
                         help="with --distinct: run pycocoevalcap only up to this many candidates")
+    parser.add_argument("--memory", type=int, metavar="N",
+                        help="with --distinct: also the peak memory of ours on N synthetic candidates (child processes)")
+    parser.add_argument("--peak-memory", nargs=2, metavar=("METRIC", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.peak_memory:
+        print(*peak_memory(args.peak_memory[0], int(args.peak_memory[1])))
+        return 0
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     if args.distinct and min(args.distinct) < 1:
         parser.error("--distinct sizes must be positive")
     report = run_distinct(args.distinct, args.repeats, args.reference_max) if args.distinct else \
         run(args.dataset, args.quick, args.repeats)
+    if args.distinct and args.memory:
+        report["memory"] = run_memory(args.memory)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     diffs = [r["max_abs_diff"] for r in report["distinct"]] if args.distinct else \

@@ -29,16 +29,25 @@ reproduces exactly (equal per caption and corpus to the last bit on the bundled 
   the integer totals over all candidates of ``correct_k``, ``guess_k``, ``len`` and the closest
   ``reflen`` (not the mean of the per-caption scores).
 
-Implementation: every distinct sentence is split once, tokens and n-grams get integer ids
-(an n-gram of order k is the pair (id of its (k-1)-gram prefix, last token), numbered with
-``np.unique``); the maximum reference counts are built once per distinct reference list (the
-references of an image are shared by all its candidates) and looked up for each distinct
-(candidate, reference list) pair with one ``np.searchsorted``. The floating-point operations of the
-per-caption formula are the reference's, in the same order; the two libm calls (``pow`` and
-``exp``) are made with Python floats on the distinct values, so results do not depend on numpy's
-SIMD builds of ``power`` / ``exp``. Batches of more than :data:`CHUNK_PAIRS` distinct pairs are
-scored a chunk at a time (:func:`chunks`: each chunk numbers only its own sentences and n-grams), so
-time and memory grow linearly with the batch; a pair's numbers do not depend on the chunking.
+Implementation: every distinct sentence and reference list is numbered once (the shared-text
+shortcut: a text repeated across candidates or images is split and counted once). ASCII sentences
+are split with numpy over their joined bytes, each token becoming one int64 key (its bytes when it
+has at most 8, a dictionary id otherwise; :func:`_tokenize`), so no Python object is built per
+token. For distinct captions (each reference list used by few candidates) the clipped matches are
+counted without n-gram ids: a candidate's token-match masks against each of its references (bit j
+of ``M[r, i]`` set when reference token j equals candidate token i) come from one comparison of
+padded key arrays, n-gram matches of order k from ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``,
+and counts are popcounts (:func:`_dense_correct`; sentences of up to 64 tokens, in 16/32/64-bit
+words). Longer sentences, and chunks whose reference lists are shared by many candidates
+(:data:`SHARED_REFERENCES`, e.g. the human-judgement datasets), number the n-grams with
+``np.unique`` instead (an n-gram of order k is the pair (id of its (k-1)-gram prefix, last token))
+and build the maximum reference counts once per reference list (:func:`_sorted_correct`). Both give
+the same integers. The floating-point operations of the per-caption formula are the reference's, in
+the same order; the two libm calls (``pow`` and ``exp``) are made with Python floats on the distinct
+values, so results do not depend on numpy's SIMD builds of ``power`` / ``exp``. Batches of more than
+:data:`CHUNK_PAIRS` distinct pairs are scored a chunk at a time (:func:`chunks`: each chunk numbers
+only its own sentences and n-grams), so time and memory grow linearly with the batch; a pair's
+numbers do not depend on the chunking.
 """
 from __future__ import annotations
 
@@ -266,8 +275,199 @@ def _pair_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarra
     return tuple(np.concatenate(column) for column in zip(*parts))
 
 
+#: ASCII whitespace as ``str.split()`` sees it (``chr(c).isspace()`` for c < 128)
+_ASCII_SPACE = np.zeros(256, dtype=bool)
+_ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+#: ``_BYTE_MASKS[l]``: the low ``l`` bytes of an int64 set (l = 0..8)
+_BYTE_MASKS = np.array([(1 << (8 * l)) - 1 for l in range(8)] + [-1], dtype=np.int64)
+#: a long token's key: this bit (the sign of an int64) set, its dictionary id below
+_LONG_TOKEN = np.int64(-2 ** 63)
+
+
+def _tokenize(sentences: list, single_space: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tokens of every sentence as int64 keys, equal exactly when the tokens are equal:
+    (n_tokens int64 (S,), ptr int64 (S+1,), key int64 (T,)); the tokens of sentence s are
+    ``ptr[s]:ptr[s+1]``. Tokens are pycocoevalcap's ``s.split()`` (BLEU, CIDEr-D) or, with
+    ``single_space``, ``s.split(" ")`` (ROUGE-L: empty tokens included).
+
+    ASCII text without NUL bytes (the PTB-tokenised case) is split without a Python object per token:
+    the sentences are joined into one byte string, token boundaries come from a whitespace table over
+    its bytes, and a token of at most 8 bytes is its bytes read as a little-endian uint64 (zero-padded;
+    non-negative as ASCII bytes are < 0x80, distinct lengths differ since no byte is 0); a longer token
+    is ``-2**63 + id`` with ``id`` from a dictionary over the chunk's long tokens. Other text: the
+    key is an id from a dictionary over the split tokens."""
+    n_sent = len(sentences)
+    if n_sent == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=n_sent)
+    text = (" " if single_space else "\n").join(sentences)
+    if not text.isascii() or "\0" in text:
+        split = [s.split(" ") if single_space else s.split() for s in sentences]
+        n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=n_sent)
+        flat = list(chain.from_iterable(split))
+        del split
+        vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
+        key = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+    else:
+        raw = np.frombuffer(text.encode("ascii") + bytes(8), dtype=np.uint8)
+        size = len(text)
+        sent_start = np.cumsum(lengths + 1) - (lengths + 1)  # offset of each sentence in ``text``
+        if single_space:
+            cut = np.flatnonzero(raw[:size] == 32)  # every space (joints included) ends a token
+            starts = np.concatenate([[0], cut + 1])
+            ends = np.concatenate([cut, [size]])
+        else:
+            word = np.zeros(size + 2, dtype=np.int8)
+            word[1:-1] = ~_ASCII_SPACE[raw[:size]]
+            edge = np.diff(word)
+            starts = np.flatnonzero(edge == 1)
+            ends = np.flatnonzero(edge == -1)
+        tok_len = ends - starts
+        sent_of = np.searchsorted(sent_start, starts, side="right") - 1
+        n_tokens = np.bincount(sent_of, minlength=n_sent).astype(np.int64)
+        # the 8 bytes from each token's start, one unaligned uint64 view per start offset modulo 8
+        key = np.empty(len(starts), dtype=np.int64)
+        phase = starts & 7
+        for o in range(8):
+            at = np.flatnonzero(phase == o)
+            if len(at):
+                words = raw[o:o + 8 * ((len(raw) - o) // 8)].view("<i8")
+                key[at] = words[(starts[at] - o) >> 3]
+        key &= _BYTE_MASKS[np.minimum(tok_len, 8)]  # zero the bytes after the token
+        long = np.flatnonzero(tok_len > 8)
+        if len(long):
+            words = [text[a:b] for a, b in zip(starts[long].tolist(), ends[long].tolist())]
+            vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
+            key[long] = _LONG_TOKEN + np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
+    ptr = np.zeros(n_sent + 1, dtype=np.int64)
+    np.cumsum(n_tokens, out=ptr[1:])
+    return n_tokens, ptr, key
+
+
+#: widths (tokens) of the bit masks of :func:`_dense_correct`; a pair whose candidate or a reference is
+#: longer than the last one is counted by sorting n-gram keys instead (:func:`_sorted_correct`)
+_MASK_WIDTHS = ((16, np.uint16), (32, np.uint32), (64, np.uint64))
+
+
+def _padded(tptr: np.ndarray, wid: np.ndarray, sent: np.ndarray, width: int, pad: int) -> np.ndarray:
+    """int64 (len(sent), width): the token keys of each sentence, left-aligned, ``pad`` after its end."""
+    out = np.full((len(sent), width), pad, dtype=np.int64)
+    idx, owner = expand(tptr, sent)
+    out[owner, idx - tptr[sent][owner]] = wid[idx]
+    return out
+
+
+def _match_masks(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: np.ndarray, width: int,
+                 dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Token match masks of the pairs ``sel`` of ``index`` (candidate and references of at most ``width``
+    tokens; ``dtype`` the unsigned integer of ``width`` bits): ``m1`` (len(sel), R, width), bit j of
+    ``m1[p, r, i]`` set when token j of reference r equals token i of the candidate (R = the most
+    references of a pair; missing references and positions past a sentence's end match nothing), and
+    ``c1`` (len(sel), width), the same of the candidate against itself (padding matches padding there:
+    only positions inside the candidate are meaningful)."""
+    ps, pg = index.pair_sentence[sel], index.pair_group[sel]
+    gptr, grefs = index.group_ptr, index.group_refs
+    m = len(sel)
+    cand = _padded(tptr, wid, ps, width, -1)
+    nref = gptr[pg + 1] - gptr[pg]
+    rslot, rowner = expand(gptr, pg)
+    refs = np.full((m, int(nref.max()), width), -2, dtype=np.int64)  # -1 / -2: no token's key
+    refs[rowner, rslot - gptr[pg][rowner]] = _padded(tptr, wid, grefs[rslot], width, -2)
+    m1 = np.packbits(cand[:, None, :, None] == refs[:, :, None, :], axis=-1, bitorder="little")
+    m1 = m1.view(dtype).reshape(refs.shape)  # (m, R, width): bit j of m1[p, r, i] = ref[r, j] == cand[i]
+    c1 = np.packbits(cand[:, :, None] == cand[:, None, :], axis=-1, bitorder="little")
+    c1 = c1.view(dtype).reshape(m, width)
+    return m1, c1
+
+
+def _dense_correct(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: np.ndarray, width: int,
+                   dtype, n: int) -> np.ndarray:
+    """Clipped matches ``correct`` (len(sel), n) of the pairs ``sel`` of ``index`` whose candidate and
+    references have at most ``width`` tokens, without n-gram ids: bit-parallel n-gram matching.
+
+    ``M[p, r, i]`` has bit j set when the k-gram of reference r starting at token j equals the
+    candidate's k-gram starting at token i (order 1: one comparison of padded word-id arrays, packed
+    with ``np.packbits``; order k: ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``); ``C[p, i]`` is the
+    same over the candidate itself. Then ``count_candidate = popcount(C[i])``, ``max_ref_count =
+    max_r popcount(M[r, i])``, and each distinct k-gram is counted once, at its first position i
+    (``C[i]`` has no bit below i): ``correct_k = sum_i min(count_candidate, max_ref_count)``, the
+    integers of pycocoevalcap's ``cook_test``."""
+    ps = index.pair_sentence[sel]
+    m = len(sel)
+    m1, c1 = _match_masks(index, tptr, wid, sel, width, dtype)
+    clen = tptr[ps + 1] - tptr[ps]
+    pos = np.arange(width, dtype=np.int64)
+    below = ((np.ones(width, dtype=np.uint64) << pos.astype(np.uint64)) - np.uint64(1)).astype(dtype)
+    correct = np.zeros((m, n), dtype=np.int64)
+    mk, ck = m1, c1
+    for k in range(min(n, width)):
+        if k:
+            mk = mk[..., :width - k] & (m1[..., k:] >> dtype(k))
+            ck = ck[:, :width - k] & (c1[:, k:] >> dtype(k))
+        span = width - k
+        valid = pos[None, :span] < (clen - k)[:, None]  # a k-gram starts at i
+        first = (ck & below[:span]) == 0
+        own = np.bitwise_count(ck)
+        best = np.bitwise_count(mk).max(axis=1)
+        correct[:, k] = np.where(valid & first, np.minimum(own, best), 0).sum(axis=1, dtype=np.int64)
+    return correct
+
+
+#: a chunk whose distinct pairs are at least this many times its reference lists (many candidates per
+#: image: human-judgement datasets) is counted with the reference lists' n-grams sorted once per list
+#: (:func:`_sorted_correct`, :func:`captioneval.kernels.rouge._lcs_sorted`), the pair-by-pair masks
+#: repeating a list's work for each of its candidates
+SHARED_REFERENCES = 4
+
+
+def _shared_references(index: CaptionIndex) -> bool:
+    """Whether the pairs of ``index`` share their reference lists enough for the sorted path
+    (:data:`SHARED_REFERENCES`)."""
+    return len(index.pair_sentence) >= SHARED_REFERENCES * (len(index.group_ptr) - 1)
+
+
 def _chunk_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_pair_statistics` of one chunk, every step vectorised over its pairs."""
+    """:func:`_pair_statistics` of one chunk, every step vectorised over its pairs: the clipped
+    matches by :func:`_dense_correct` (pairs by mask width), :func:`_sorted_correct` for pairs with a
+    sentence longer than 64 tokens or for the whole chunk when its reference lists are shared by many
+    candidates (:data:`SHARED_REFERENCES`)."""
+    with paused_gc():
+        n_tokens, tptr, wid = _tokenize(index.sentences)
+    gptr, grefs = index.group_ptr, index.group_refs
+    ps, pg = index.pair_sentence, index.pair_group
+    n_pairs = len(ps)
+    group_len = np.maximum.reduceat(n_tokens[grefs], gptr[:-1]) if len(grefs) else np.zeros(0, dtype=np.int64)
+    pair_len = np.maximum(n_tokens[ps], group_len[pg])
+    if _shared_references(index):
+        correct = _sorted_correct(index, n)
+    else:
+        correct = np.zeros((n_pairs, n), dtype=np.int64)
+        lower = 0
+        for width, dtype in _MASK_WIDTHS:
+            sel = np.flatnonzero((pair_len > lower) & (pair_len <= width))
+            lower = width
+            if len(sel):
+                correct[sel] = _dense_correct(index, tptr, wid, sel, width, dtype, n)
+        long = np.flatnonzero(pair_len > lower)
+        if len(long):
+            correct[long] = _sorted_correct(index, n)[long]
+    testlen = n_tokens[ps]
+    guess = np.maximum(0, testlen[:, None] - np.arange(n, dtype=np.int64)[None, :])
+
+    # closest reference length, ties to the shorter one: min over refs of (|l - testlen|, l)
+    ridx, rowner = expand(gptr, pg)
+    rlen = n_tokens[grefs[ridx]]
+    width = int(rlen.max()) + 1
+    closeness = np.abs(rlen - testlen[rowner]) * width + rlen
+    starts = np.cumsum(gptr[pg + 1] - gptr[pg]) - (gptr[pg + 1] - gptr[pg])
+    reflen = np.minimum.reduceat(closeness, starts) % width
+
+    return correct, guess, testlen, reflen
+
+
+def _sorted_correct(index: CaptionIndex, n: int) -> np.ndarray:
+    """Clipped matches ``correct`` (P, n) of every pair of ``index`` with n-gram ids (:func:`_ngram_counts`)
+    and sorted (reference list, n-gram) keys: any sentence length."""
     with paused_gc():
         n_tokens, ptr, ngram, count, order, n_ngrams = _ngram_counts(index.sentences, n)
     gptr, grefs = index.group_ptr, index.group_refs
@@ -291,19 +491,7 @@ def _chunk_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarr
     found = ukeys[hit] == query
     clipped = np.where(found, np.minimum(count[idx], maxcount[hit]), 0)
     correct = np.bincount(owner * n + order[ngram[idx]], weights=clipped, minlength=n_pairs * n)
-    correct = correct.reshape(n_pairs, n).astype(np.int64)
-    testlen = n_tokens[ps]
-    guess = np.maximum(0, testlen[:, None] - np.arange(n, dtype=np.int64)[None, :])
-
-    # closest reference length, ties to the shorter one: min over refs of (|l - testlen|, l)
-    ridx, rowner = expand(gptr, pg)
-    rlen = n_tokens[grefs[ridx]]
-    width = int(rlen.max()) + 1
-    closeness = np.abs(rlen - testlen[rowner]) * width + rlen
-    starts = np.cumsum(gptr[pg + 1] - gptr[pg]) - (gptr[pg + 1] - gptr[pg])
-    reflen = np.minimum.reduceat(closeness, starts) % width
-
-    return correct, guess, testlen, reflen
+    return correct.reshape(n_pairs, n).astype(np.int64)
 
 
 def bleu_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], n: int = 4) -> BleuResult:

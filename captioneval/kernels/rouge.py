@@ -21,10 +21,15 @@ order). The LCS lengths are computed with the bit-parallel algorithm of L. Allis
 the form of H. Hyyrö, "Bit-parallel LCS-length computation revisited", AWOCS 2004 (for the match
 masks ``M[t]`` of the tokens of the reference, ``V = ~0``; for each candidate token ``t``:
 ``U = V & M[t]; V = (V + U) | (V - U)``; then ``LCS = #zero bits of V`` among the reference's
-``|r|`` low bits). It is exact. All (candidate, reference) pairs advance together as numpy uint64
-words, one candidate token per step; references longer than 64 tokens use the same recurrence on
-Python integers. Match masks are built once per distinct reference list and the candidate tokens
-are looked up once per distinct (candidate, reference list) pair.
+``|r|`` low bits). It is exact. All (candidate, reference) pairs advance together as numpy unsigned
+words, one candidate token per step. Tokens are int64 keys (:func:`captioneval.kernels.bleu._tokenize`:
+numpy over the joined bytes for ASCII text). For distinct captions the match masks ``M[t]`` of a
+pair's candidate tokens against each of its references come from one comparison of padded key
+arrays packed into 16/32/64-bit words (:func:`captioneval.kernels.bleu._match_masks`); chunks whose
+reference lists are shared by many candidates (``SHARED_REFERENCES``), and pairs with a sentence of
+more than 64 tokens, build the masks once per distinct reference list from its sorted vocabulary
+instead (``_lcs_sorted``; references longer than 64 tokens use the same recurrence on Python
+integers).
 """
 from __future__ import annotations
 
@@ -33,7 +38,8 @@ from typing import Sequence
 
 import numpy as np
 
-from captioneval.kernels.bleu import CaptionIndex, chunks, expand, index_captions
+from captioneval.kernels.bleu import (_MASK_WIDTHS, CaptionIndex, _match_masks, _shared_references, _tokenize, chunks,
+                                      expand, index_captions)
 from captioneval.utils.gcpause import paused_gc
 
 __all__ = ["rouge_l", "lcs_length"]
@@ -87,16 +93,69 @@ def rouge_l(candidates: Sequence[str], references: Sequence[Sequence[str]], beta
 def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
     """ROUGE-L of the distinct pairs of one chunk of ``index`` (:func:`captioneval.kernels.bleu.chunks`),
     float64 (P,), every step vectorised over the pairs."""
-    with paused_gc():
-        split = [s.split(" ") for s in index.sentences]  # pycocoevalcap Rouge.calc_score: split(" ")
-    n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=len(split))  # >= 1
-    flat = list(chain.from_iterable(split))
-    vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
-    n_voc = len(vocab)
-    wid = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
-    tptr = np.zeros(len(split) + 1, dtype=np.int64)
-    np.cumsum(n_tokens, out=tptr[1:])
+    with paused_gc():  # pycocoevalcap Rouge.calc_score: split(" "); n_tokens >= 1
+        n_tokens, tptr, wid = _tokenize(index.sentences, single_space=True)
 
+    gptr, grefs = index.group_ptr, index.group_refs
+    ps, pg = index.pair_sentence, index.pair_group
+    clen = n_tokens[ps]
+    eslot, epair = expand(gptr, pg)  # (pair, reference slot) entries, pair by pair
+    elen_r, elen_c = n_tokens[grefs[eslot]], clen[epair]
+    lcs = np.zeros(len(eslot), dtype=np.int64)
+
+    # pairs whose candidate and references have at most 64 tokens: the match masks of the candidate's
+    # tokens against each reference from one comparison of padded word-id arrays, then the
+    # bit-parallel recurrence on all (pair, reference) words at once, one candidate position per step
+    # (past the candidate's end a mask is 0 and leaves V unchanged)
+    if _shared_references(index):  # many candidates per reference list: its masks built once
+        lcs = _lcs_sorted(index, n_tokens, tptr, wid, eslot, epair, np.arange(len(eslot)))
+    else:
+        group_len = np.maximum.reduceat(n_tokens[grefs], gptr[:-1])
+        pair_len = np.maximum(clen, group_len[pg])
+        epos = eslot - gptr[pg][epair]  # position of the reference in its list
+        lower = 0
+        for width, dtype in _MASK_WIDTHS:
+            sel = np.flatnonzero((pair_len > lower) & (pair_len <= width))
+            lower = width
+            if not len(sel):
+                continue
+            m1, _ = _match_masks(index, tptr, wid, sel, width, dtype)  # (m, R, width)
+            v = np.full(m1.shape[:2], np.iinfo(dtype).max, dtype=dtype)
+            for j in range(int(clen[sel].max())):
+                u = v & m1[:, :, j]
+                t = v - u
+                v += u
+                v |= t
+            local = np.full(len(ps), -1, dtype=np.int64)
+            local[sel] = np.arange(len(sel), dtype=np.int64)
+            e = np.flatnonzero(local[epair] >= 0)
+            ve = v[local[epair[e]], epos[e]].astype(np.uint64)
+            low = np.right_shift(np.uint64(np.iinfo(np.uint64).max), (WORD_BITS - elen_r[e]).astype(np.uint64))
+            lcs[e] = elen_r[e] - np.bitwise_count(ve & low).astype(np.int64)
+        if (pair_len > lower).any():
+            rest = np.flatnonzero(pair_len[epair] > lower)
+            lcs[rest] = _lcs_sorted(index, n_tokens, tptr, wid, eslot, epair, rest)
+
+    # pycocoevalcap: prec/rec per reference, maxima over the references, then the F-measure
+    prec = lcs / elen_c.astype(np.float64)
+    rec = lcs / elen_r.astype(np.float64)
+    first = np.cumsum(np.diff(gptr)[pg]) - np.diff(gptr)[pg]
+    prec_max = np.maximum.reduceat(prec, first)
+    rec_max = np.maximum.reduceat(rec, first)
+    b2 = beta ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = ((1 + b2) * prec_max * rec_max) / (rec_max + b2 * prec_max)
+    score = np.where((prec_max != 0) & (rec_max != 0), score, 0.0)
+    return score
+
+
+def _lcs_sorted(index: CaptionIndex, n_tokens, tptr, key, eslot, epair, entries) -> np.ndarray:
+    """LCS lengths (int64, len(entries)) of the (pair, reference slot) ``entries`` of one chunk, for
+    pairs with a sentence longer than 64 tokens: match masks from the sorted vocabularies of the
+    reference lists, uint64 words for references of at most 64 tokens, Python integers above."""
+    _, wid = np.unique(key, return_inverse=True)  # dense word ids
+    wid = wid.reshape(-1).astype(np.int64, copy=False)
+    n_voc = int(wid.max()) + 1 if len(wid) else 1
     gptr, grefs = index.group_ptr, index.group_refs
     n_groups = len(gptr) - 1
     ps, pg = index.pair_sentence, index.pair_group
@@ -153,16 +212,7 @@ def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
     low = np.right_shift(np.uint64(np.iinfo(np.uint64).max), (WORD_BITS - elen_r[order]).astype(np.uint64))
     lcs[order] = elen_r[order] - np.bitwise_count(v & low).astype(np.int64)
     for e in np.flatnonzero(~short[eslot]).tolist():  # references of more than 64 tokens
-        lcs[e] = lcs_length(split[grefs[eslot[e]]], split[ps[epair[e]]])
+        r, c = grefs[eslot[e]], ps[epair[e]]
+        lcs[e] = lcs_length(wid[tptr[r]:tptr[r + 1]].tolist(), wid[tptr[c]:tptr[c + 1]].tolist())
 
-    # pycocoevalcap: prec/rec per reference, maxima over the references, then the F-measure
-    prec = lcs / elen_c.astype(np.float64)
-    rec = lcs / elen_r.astype(np.float64)
-    first = np.cumsum(np.diff(gptr)[pg]) - np.diff(gptr)[pg]
-    prec_max = np.maximum.reduceat(prec, first)
-    rec_max = np.maximum.reduceat(rec, first)
-    b2 = beta ** 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = ((1 + b2) * prec_max * rec_max) / (rec_max + b2 * prec_max)
-    score = np.where((prec_max != 0) & (rec_max != 0), score, 0.0)
-    return score
+    return lcs[entries]
