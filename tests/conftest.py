@@ -268,7 +268,8 @@ def _test_image_source(request):
 # minutes on a file it had started late. Starting the heavy files first (longest processing time
 # first) lets the short ones fill in around them.
 HEAVY_FIRST = (
-    "test_celery_worker.py", "test_meteor_pool.py", "test_library.py", "test_campaign_pages.py",
+    "test_celery_worker.py", "test_meteor_python.py", "test_meteor_pool.py", "test_library.py", "test_campaign_pages.py",
+    "test_report_speed_paths.py", "test_judges_end_to_end.py", "test_campaign_loop.py", "test_chart_layout_browser.py",
     "test_acceptance_sqlite.py", "test_campaign_concurrency.py", "test_benchmark_importers.py", "test_api_schema.py",
     "test_metric_scale_script.py", "test_diversity_campaign_metrics.py", "test_security.py",
     "test_corpus_statistics.py", "test_diversity_pipeline.py", "test_explorer.py", "test_sqlite_concurrency.py",
