@@ -29,7 +29,11 @@ metric 2 gets the complementary entries. The entries are sorted once by (value, 
   b, within entries sharing the gold prefix ``rank >> (b+1)`` (kept in value order), every selected
   entry with bit b = 0 is discordant with each selected entry with bit b = 1 that precedes it
   (strictly smaller metric value: within equal values the lower gold rank comes first, so ties in
-  x are never counted). That is one cumulative sum per bit level.
+  x are never counted). That is one cumulative sum per bit level. With at most
+  ``_BLOCK_MAX_CLASSES`` (64) gold values (rating scales, vote fractions) D comes instead from block
+  matrix products (:mod:`captioneval.stats.blockpairs`, the same integers in about a third of the
+  time on Flickr8k-CrowdFlower); the bit-level loop is the reference path
+  (:func:`captioneval.stats.engine.reference_path`).
 
 Each draw therefore costs O(n log K) vectorised operations (K = distinct gold values) after an
 O(n log n) set-up, and gives exactly the statistic scipy would return on the materialised swapped
@@ -53,7 +57,9 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 import scipy  # scipy.stats loads on first use (scipy's lazy submodules): half a second of start-up
 
+from captioneval.stats.blockpairs import BlockDiscordance
 from captioneval.stats.correlation import _as_scores, _encode_groups
+from captioneval.stats.engine import vectorised
 from captioneval.stats.results import finite_or_none
 from captioneval.stats.pairwise import _check_meta_statistic, _group_values, _statistic_value
 
@@ -74,6 +80,10 @@ TESTS = ("permutation", "williams")
 
 # Target number of entries (rows x 2n) per work array of the fast permutation path.
 _CHUNK_ELEMENTS = 1_500_000
+#: gold classes up to which the Kendall family's D comes from block matrix products
+_BLOCK_MAX_CLASSES = 64
+#: (draws x entries) per chunk on that path: about 30 MB of float32 per matrix, GEMMs of ~80 rows
+_BLOCK_CHUNK_ELEMENTS = 8_000_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,6 +267,22 @@ class _MixedStatistic:
         self.lin_lut = _nibble_table(lin_w[self.e2] - lin_w[self.e1])
         self.lin_base = int(lin_w[self.e1].sum())
         self._buffers: tuple | None = None
+        # Few gold classes (rating scales, vote fractions): D by block matrix products
+        # (captioneval.stats.blockpairs); metric 2's D from metric 1's (see _kendall_counts_blocks).
+        self.blocks = None
+        if k <= _BLOCK_MAX_CLASSES:
+            self.blocks = BlockDiscordance(yu)
+            seen = np.cumsum(yu[:, None] == np.arange(k)[None, :], axis=0, dtype=np.int32)  # entries <= p per class
+            at_or_below = np.take_along_axis(np.cumsum(seen, axis=1, dtype=np.int64), yu[:, None], 1)[:, 0]
+            higher_before = np.arange(2 * n) - (at_or_below - 1)  # q < p with gold_q > gold_p
+            below_all = np.concatenate(([0], np.cumsum(2 * ycounts)))[yu]  # entries with gold < gold_p
+            lower_after = below_all - (at_or_below - seen[np.arange(2 * n), yu])  # q > p, gold_q < gold_p
+            del seen
+            pair_w = higher_before + lower_after  # pairs of the full order that entry p belongs to
+            self.block_total = int(lower_after.sum())
+            self.block_lut = _nibble_table(pair_w[self.e2] - pair_w[self.e1])
+            self.block_base = int(pair_w[self.e1].sum())
+            self.not_fz_u = ~self.from_z2_u
 
     def _multi_runs(self, starts: np.ndarray):
         """(first positions, last positions, lengths) of the runs of length >= 2, or None."""
@@ -347,7 +373,7 @@ class _MixedStatistic:
 
         ``cum_a`` (b, 2n): selected entries of metric 1 at U positions <= p; ``a`` the selection.
         """
-        b = cum_a.shape[0]
+        b = a.shape[0]
         if runs is None:
             z = np.zeros(b, dtype=np.int64)
             return (z, z), (z, z)
@@ -358,8 +384,23 @@ class _MixedStatistic:
             out.append(((m * (m - 1) // 2).sum(axis=1), np.maximum(m - 1, 0).sum(axis=1)))
         return out[0], out[1]
 
+    def _kendall_counts_blocks(self, swaps: np.ndarray):
+        """As :meth:`_kendall_counts`, D by :class:`BlockDiscordance`. With ``a`` metric 1's
+        selection and P the full order's discordant pairs, metric 2 selects ``1 - a``, so
+        ``D2 = sum_{q<p} (1 - a_q)(1 - a_p) P_qp = |P| - sum_u a_u w_u + D1`` (w_u: pairs of P that
+        entry u belongs to; linear in the swap bits, :func:`_nibble_dot`)."""
+        a = np.take(swaps, self.rows_u, axis=1)
+        np.logical_xor(a, self.not_fz_u, out=a)  # entries selected by metric 1
+        cum_a = np.cumsum(a, axis=1, dtype=np.int32) if (self.vb is not None or self.vyb is not None) else None
+        (v1, v2), (vy1, vy2) = self._run_ties(cum_a, a, self.vb), self._run_ties(cum_a, a, self.vyb)
+        d1 = self.blocks.counts(a)
+        d2 = self.block_total - (_nibble_dot(self.block_lut, swaps) + self.block_base) + d1
+        return (d1, v1[0], vy1[0], v1[1]), (d2, v2[0], vy2[0], v2[1])
+
     def _kendall_counts(self, swaps: np.ndarray):
         """D, Tx_all, Txy and the number of surplus tied entries, for metric 1 and metric 2."""
+        if self.blocks is not None and vectorised():
+            return self._kendall_counts_blocks(swaps)
         b = swaps.shape[0]
         size = 2 * self.n
         if self._buffers is None or self._buffers[0].shape[0] < b:
@@ -432,7 +473,8 @@ def _mixed_distribution(z1: np.ndarray, z2: np.ndarray, y: np.ndarray, statistic
     observed = float(o1[0] - o2[0])
     deltas = np.empty(n_resamples)
     draws = _SwapDraws(n, seed)
-    chunk = max(1, min(n_resamples, _CHUNK_ELEMENTS // (2 * n)))
+    per_chunk = _BLOCK_CHUNK_ELEMENTS if getattr(engine, "blocks", None) is not None and vectorised() else _CHUNK_ELEMENTS
+    chunk = max(1, min(n_resamples, per_chunk // (2 * n)))
     for s in range(0, n_resamples, chunk):
         b = min(chunk, n_resamples - s)
         v1, v2 = engine.values(draws.next(b))
