@@ -30,8 +30,13 @@ settings give identical numbers, and reports are cached under a key of all input
 """
 from __future__ import annotations
 
+import contextvars
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
 
+from captioneval.stats.engine import vectorised
 from captioneval.stats import (
     STATISTICS,
     compare_forced_choice,
@@ -212,6 +217,101 @@ def _header(dataset: Dataset, proto: dict, runs: dict, settings: dict, task: str
     }
 
 
+def report_threads() -> int:
+    """Threads that compute the independent parts of one report (settings.REPORT_THREADS, default
+    the CPU count, at most 4; 1 computes everything in the calling thread). The statistics are
+    numpy and BLAS calls that release the GIL; each part is seeded on its own, so the numbers do
+    not depend on the thread count."""
+    from django.conf import settings as django_settings
+
+    if not vectorised():  # the reference path is the one-thread code the parts replaced
+        return 1
+    configured = getattr(django_settings, "REPORT_THREADS", None)
+    return max(1, int(configured) if configured else min(4, os.cpu_count() or 1))
+
+
+class _Parts:
+    """Runs independent report parts on a thread pool (or inline with one thread); each part runs in a
+    copy of the caller's context, so :func:`captioneval.stats.engine.reference_path` applies to it.
+    Database queries stay in the calling thread (a test's transaction is not visible to others)."""
+
+    def __init__(self, threads: int):
+        self.pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
+
+    def submit(self, fn, *args):
+        if self.pool is None:
+            done = Future()
+            done.set_result(fn(*args))
+            return done
+        return self.pool.submit(contextvars.copy_context().run, fn, *args)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
+
+
+def _item_block(name, x, rows, statistics, n_resamples, seed) -> dict:
+    agreement = metric_agreement(name, x, rows.human, rows.image, statistics, n_resamples=n_resamples, seed=seed)
+    # tau_23, acc_23 and acc_eq over all pairs of rows (no grouping: mt-metrics-eval
+    # average_by="none"), so the per-group averages do not apply and the figures are unchanged.
+    calibrated = tie_calibrated_accuracy(x, rows.human)
+    return {
+        **agreement.level_block(),
+        "pairwise": {
+            "kendall_tau_23": finite_or_none(kendall_tau_23(x, rows.human)),
+            "pairwise_accuracy": finite_or_none(pairwise_accuracy(x, rows.human)),
+            "acc_eq": finite_or_none(calibrated.accuracy),
+            "epsilon": finite_or_none(calibrated.epsilon),
+        },
+    }
+
+
+def _image_block(x, rows, statistics, n_resamples, seed) -> dict:
+    _, images, values, human = per_pair(rows, x)
+    per_image = {}
+    for s in statistics:
+        per_image[s] = per_group_correlation(values, human, images, statistic=s, n_resamples=n_resamples, seed=seed)
+    first = next(iter(per_image.values()))
+    return {
+        "values": {s: finite_or_none(r.estimate.value) for s, r in per_image.items()},
+        "ci95": {s: r.estimate.interval_json() for s, r in per_image.items()},
+        "n_images_used": int(first.n_groups_used), "n_images_skipped": int(first.n_groups_skipped),
+    }
+
+
+def _system_block(x, rows, statistics, n_resamples, seed, human_system) -> dict:
+    by_images = {s: system_level_correlation(x, rows.human, rows.system, rows.image, statistic=s, resample="images",
+                                             n_resamples=n_resamples, seed=seed) for s in statistics}
+    by_systems = {s: system_level_correlation(x, rows.human, rows.system, rows.image, statistic=s, resample="systems",
+                                              n_resamples=n_resamples, seed=seed) for s in statistics}
+    block = {
+        "values": {s: finite_or_none(r.estimate.value) for s, r in by_images.items()},
+        "ci95": {s: r.estimate.interval_json() for s, r in by_images.items()},
+        "ci95_systems": {s: r.estimate.interval_json() for s, r in by_systems.items()},
+        "n_systems": int(len(np.unique(rows.system))),
+    }
+    if human_system is not None:
+        block["without_human"] = _system_level(
+            x, rows, rows.system != human_system[0], statistics, n_resamples, seed, human_system[1])
+    return block
+
+
+def _significance_block(rows, runs, names, headline, settings, threads: int) -> dict:
+    scores = {m: rows.metric[m] for m in runs}
+    return {
+        "permutation": _named(compare_metrics(
+            scores, rows.human, statistic=headline, groups=rows.image, level="item", test="permutation",
+            n_resamples=settings["n_permutations"], seed=settings["seed"], alpha=settings["alpha"], n_jobs=threads,
+        ).to_dict(), names),
+        "williams": _named(compare_metrics(
+            scores, rows.human, statistic="pearson", level="item", test="williams", alpha=settings["alpha"],
+        ).to_dict(), names),
+    }
+
+
 def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics, significance) -> dict:
     rows = judgment_rows(dataset, runs, criterion)
     n_resamples, seed = settings["n_resamples"], settings["seed"]
@@ -225,66 +325,36 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
         "images": int(len(np.unique(rows.image))), "systems": int(n_systems),
         "ratings": int(dataset_judgments(dataset, criterion).count()),
     }
-    for metric, run in runs.items():
-        x = rows.metric[metric]
-        entry = {"name": metric_name(metric, run), "run": run.pk, "version": run.version}
-        if "item" in levels:
-            agreement = metric_agreement(entry["name"], x, rows.human, rows.image, statistics, n_resamples=n_resamples, seed=seed)
-            # tau_23, acc_23 and acc_eq over all pairs of rows (no grouping: mt-metrics-eval
-            # average_by="none"), so the per-group averages do not apply and the figures are unchanged.
-            calibrated = tie_calibrated_accuracy(x, rows.human)
-            entry["item"] = {
-                **agreement.level_block(),
-                "pairwise": {
-                    "kendall_tau_23": finite_or_none(kendall_tau_23(x, rows.human)),
-                    "pairwise_accuracy": finite_or_none(pairwise_accuracy(x, rows.human)),
-                    "acc_eq": finite_or_none(calibrated.accuracy),
-                    "epsilon": finite_or_none(calibrated.epsilon),
-                },
-            }
-        if "image" in levels:
-            _, images, values, human = per_pair(rows, x)
-            per_image = {}
-            for s in statistics:
-                r = per_group_correlation(values, human, images, statistic=s, n_resamples=n_resamples, seed=seed)
-                per_image[s] = r
-            first = next(iter(per_image.values()))
-            entry["image"] = {
-                "values": {s: finite_or_none(r.estimate.value) for s, r in per_image.items()},
-                "ci95": {s: r.estimate.interval_json() for s, r in per_image.items()},
-                "n_images_used": int(first.n_groups_used), "n_images_skipped": int(first.n_groups_skipped),
-            }
-        if "system" in levels:
-            if n_systems < 3:
-                entry["system"] = {"error": f"{n_systems} judged system(s): a system-level correlation needs at least 3"}
-            else:
-                by_images = {s: system_level_correlation(x, rows.human, rows.system, rows.image, statistic=s, resample="images",
-                                                         n_resamples=n_resamples, seed=seed) for s in statistics}
-                by_systems = {s: system_level_correlation(x, rows.human, rows.system, rows.image, statistic=s, resample="systems",
-                                                          n_resamples=n_resamples, seed=seed) for s in statistics}
-                entry["system"] = {
-                    "values": {s: finite_or_none(r.estimate.value) for s, r in by_images.items()},
-                    "ci95": {s: r.estimate.interval_json() for s, r in by_images.items()},
-                    "ci95_systems": {s: r.estimate.interval_json() for s, r in by_systems.items()},
-                    "n_systems": int(n_systems),
-                }
-                if human_system is not None:
-                    entry["system"]["without_human"] = _system_level(
-                        x, rows, rows.system != human_system[0], statistics, n_resamples, seed, human_system[1])
-        report["metrics"][metric] = entry
-    report["ceiling"] = {"item": _rating_ceiling(dataset, criterion, proto, headline, n_resamples, seed)}
-    if significance and len(runs) >= 2 and settings["n_permutations"] > 0:
-        scores = {m: rows.metric[m] for m in runs}
-        names = {m: report["metrics"][m]["name"] for m in runs}
-        report["significance"] = {
-            "permutation": _named(compare_metrics(
-                scores, rows.human, statistic=headline, groups=rows.image, level="item", test="permutation",
-                n_resamples=settings["n_permutations"], seed=seed, alpha=settings["alpha"],
-            ).to_dict(), names),
-            "williams": _named(compare_metrics(
-                scores, rows.human, statistic="pearson", level="item", test="williams", alpha=settings["alpha"],
-            ).to_dict(), names),
-        }
+    names = {metric: metric_name(metric, run) for metric, run in runs.items()}
+    ceiling_data = _ceiling_data(dataset, criterion)  # database reads stay in this thread
+    threads = report_threads()
+    with _Parts(threads) as parts:
+        # the longest parts first: the permutation tests (one per pair of metrics, on threads of
+        # their own), then the ceiling
+        sig = None
+        if significance and len(runs) >= 2 and settings["n_permutations"] > 0:
+            sig = parts.submit(_significance_block, rows, runs, names, headline, settings, threads)
+        ceiling = parts.submit(_rating_ceiling, ceiling_data, proto, headline, n_resamples, seed)
+        pending = {}
+        for metric in runs:
+            x = rows.metric[metric]
+            if "item" in levels:
+                pending[metric, "item"] = parts.submit(_item_block, names[metric], x, rows, statistics, n_resamples, seed)
+            if "image" in levels:
+                pending[metric, "image"] = parts.submit(_image_block, x, rows, statistics, n_resamples, seed)
+            if "system" in levels and n_systems >= 3:
+                pending[metric, "system"] = parts.submit(_system_block, x, rows, statistics, n_resamples, seed, human_system)
+        for metric, run in runs.items():
+            entry = {"name": names[metric], "run": run.pk, "version": run.version}
+            for level in ("item", "image", "system"):
+                if (metric, level) in pending:
+                    entry[level] = pending[metric, level].result()
+                elif level == "system" and level in levels:
+                    entry["system"] = {"error": f"{n_systems} judged system(s): a system-level correlation needs at least 3"}
+            report["metrics"][metric] = entry
+        report["ceiling"] = {"item": ceiling.result()}
+        if sig is not None:
+            report["significance"] = sig.result()
     return report
 
 
@@ -325,14 +395,20 @@ def _named(comparison: dict, names: dict) -> dict:
     return comparison
 
 
-def _rating_ceiling(dataset, criterion, proto, statistic, n_resamples, seed) -> dict:
-    """Leave-one-rater-out when every rating is a row (the metric predicts single ratings), split-half
-    of the per-caption means when the protocol correlates means; an error entry when no caption has
-    two ratings."""
+def _ceiling_data(dataset, criterion):
+    """(caption ids, raters, scores) of every rating of the criterion: the human ceiling's input."""
     data = list(dataset_judgments(dataset, criterion).values_list("caption_id", "rater", "score"))
     items = np.array([d[0] for d in data])
     raters = np.array([d[1] for d in data], dtype=object)
     scores = np.array([d[2] for d in data], float)
+    return items, raters, scores
+
+
+def _rating_ceiling(data, proto, statistic, n_resamples, seed) -> dict:
+    """Leave-one-rater-out when every rating is a row (the metric predicts single ratings), split-half
+    of the per-caption means when the protocol correlates means; an error entry when no caption has
+    two ratings. ``data``: :func:`_ceiling_data`."""
+    items, raters, scores = data
     if len(items) == 0 or np.bincount(np.unique(items, return_inverse=True)[1]).max() < 2:
         return {"error": "one rating per caption: the human ceiling cannot be estimated from this dataset"}
     try:

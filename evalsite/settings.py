@@ -48,6 +48,10 @@ environment:
 ``REPORTS_IN_THREAD``
     without a broker: ``1`` (default) computes a report a page asks for in a daemon thread of the web
     process, so the page shows its progress and refreshes; ``0`` computes it inside the request.
+``REPORT_THREADS``
+    threads that compute the independent parts of one benchmark report (metrics, levels, ceiling,
+    significance tests) at once; default the CPU count, at most 4; ``1`` computes them one after the
+    other. The numbers do not depend on it.
 ``REPORT_RATE_LIMIT``, ``REPORT_MAX_COMPUTING``, ``REPORT_UNUSED_DAYS``
     report requests (dashboard pages, downloads, charts, the API's report resources) one client (its
     user, else its address) may make, one counter for all, as ``N/s``, ``N/m`` or ``N/h`` (default
@@ -385,6 +389,8 @@ REPORT_UNUSED_DAYS = float(os.environ.get("REPORT_UNUSED_DAYS", "7"))
 # page shows its progress at once instead of computing inside the request (analysis.tasks.request_report);
 # REPORTS_IN_THREAD=0 computes it inside the request, as a Celery eager task would (the tests do).
 REPORTS_IN_THREAD = CELERY_TASK_ALWAYS_EAGER and os.environ.get("REPORTS_IN_THREAD", "1") == "1"
+# threads per benchmark report (analysis.benchmarks.report_threads); 0 = the CPU count, at most 4
+REPORT_THREADS = int(os.environ.get("REPORT_THREADS", "0"))
 #: dataset uploads whose files together are larger than this (bytes) are imported by a background job
 #: (api.imports: 202 with the job's URL) instead of inside the request
 API_INLINE_IMPORT_BYTES = int(os.environ.get("API_INLINE_IMPORT_BYTES", str(1024 * 1024)))

@@ -48,6 +48,7 @@ draws do not depend on the chunk size.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -996,8 +997,8 @@ def compare_metrics(
         if n_jobs is None or int(n_jobs) <= 1:
             results = [run(t) for t in tasks]
         else:
-            with ThreadPoolExecutor(max_workers=int(n_jobs)) as pool:
-                results = list(pool.map(run, tasks))
+            with ThreadPoolExecutor(max_workers=int(n_jobs)) as pool:  # each task in a copy of the caller's context
+                results = list(pool.map(lambda t: contextvars.copy_context().run(run, t), tasks))
         for i, j, obs, ge, le in results:
             p[i, j], p[j, i] = ge, le
             deltas[i, j], deltas[j, i] = obs, -obs
