@@ -506,6 +506,47 @@ def csv_rows(table: Table, rows, disagreement: np.ndarray | None = None) -> list
     return list(zip(*cols))
 
 
+def _csv_cell(text: str) -> str:
+    """``text`` as ``csv.writer`` (excel dialect, QUOTE_MINIMAL) writes it: quoted, with doubled
+    quotes, when it holds a comma, a quote, CR or LF."""
+    if "," in text or '"' in text or "\r" in text or "\n" in text:
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def csv_text(table: Table, rows, disagreement: np.ndarray | None = None) -> str:
+    """The body of the CSV download (every row of ``rows`` after the header): exactly the text that
+    ``csv.writer(out).writerows(csv_rows(table, rows, disagreement))`` writes (excel dialect: CRLF
+    line ends, minimal quoting; numbers as ``str``), built column by column and joined once, which
+    takes a quarter of the csv module's time on Flickr8k-CrowdFlower's 47,830 rows
+    (``tests/test_explorer.py`` compares the two byte for byte)."""
+    from captioneval.utils.csvsafe import neutralise
+
+    idx = np.asarray(rows, dtype=np.int64)
+    if idx.size == 0:
+        return ""
+
+    def num(values: np.ndarray, scale: float = 1.0) -> list[str]:
+        picked = values[idx]
+        out = [str(v) for v in (picked * scale if scale != 1.0 else picked).tolist()]
+        for p in np.flatnonzero(~np.isfinite(picked)).tolist():
+            out[p] = ""
+        return out
+
+    def text(values) -> list[str]:
+        return [_csv_cell(neutralise(v)) for v in values]
+
+    names = text(table.systems)
+    cols = [[str(v) for v in table.caption[idx].tolist()], text(table.image[idx]),
+            [names[k] for k in table.system[idx].tolist()], text(table.text[idx]),
+            num(table.numeric["human"]), [str(v) for v in table.numeric["n_human"][idx].astype(np.int64).tolist()]]
+    cols += [num(table.numeric[f"human:{c}"]) for c in table.further]
+    cols += [num(table.numeric[m["key"]], m["scale"]) for m in table.metrics]
+    if disagreement is not None:
+        cols.append(num(disagreement))
+    return "\r\n".join(map(",".join, zip(*cols))) + "\r\n"
+
+
 def caption_count(dataset: Dataset) -> list:
     """(count, max id) of the dataset's captions: part of the table's key (captions added by a
     campaign, a re-import)."""
