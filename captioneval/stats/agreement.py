@@ -562,6 +562,9 @@ def _split_half_distribution(
             np.put_along_axis(in_a, order, pos_rank[None, :] < size_a[:, cell_item], axis=1)
         if masks is not None:
             masks[s0:s0 + b] = in_a
+        if not want:  # only the splits were asked for (the masks)
+            pearson[s0:s0 + b] = spearman[s0:s0 + b] = kendall[s0:s0 + b] = np.nan
+            continue
         sum_a = np.add.reduceat(cell_score[None, :] * in_a, start, axis=1)
         mean_a = sum_a / size_a
         mean_b = (total[None, :] - sum_a) / (m[None, :] - size_a)
