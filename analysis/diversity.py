@@ -109,17 +109,18 @@ def diversity_summary(dataset_name: str, m: int | None = None, beta2: float = DE
     }
 
 
-def word_frequency_curves(dataset: Dataset) -> dict[str, list[int]]:
-    """{system name: sorted word counts} from the done ``vocabulary`` run (public systems only);
-    ReportError if none."""
+def word_frequency_curves(dataset: Dataset) -> dict[str, tuple[int, list[int]]]:
+    """{system name: (vocabulary size, sorted word counts)} from the done ``vocabulary`` run (public
+    systems only); the counts are the curve the run stores (its first 2,000 ranks), the size is the
+    run's value (every distinct word). ReportError if none."""
     run = find_run(dataset, "vocabulary")
     if run is None:
         raise ReportError(f"the vocabulary has not been computed on {dataset.name!r}; run: python manage.py "
                           f"compute_metrics --dataset {dataset.name} --metric vocabulary --wait")
     return {
-        name: details.get("frequencies", [])
-        for name, details in SystemScore.objects.filter(run=run).exclude(system_id__in=private_system_ids(dataset))
-        .order_by("system__name").values_list("system__name", "details")
+        name: (int(value), details.get("frequencies", []))
+        for name, value, details in SystemScore.objects.filter(run=run).exclude(system_id__in=private_system_ids(dataset))
+        .order_by("system__name").values_list("system__name", "value", "details")
     }
 
 

@@ -149,7 +149,7 @@ def vocabulary_png(request, name):
             raise Http404(str(exc))
     # the curves are the run's stored details: the run's identity names the chart
     ident = [dataset.pk, run.pk, run.completed, str(run.finished_at), private_system_ids(dataset)]
-    return _chart("vocabulary", ident, lambda: plots.vocabulary_png(word_frequency_curves(dataset)))
+    return _chart("vocabulary-stacked", ident, lambda: plots.vocabulary_png(word_frequency_curves(dataset)))
 
 
 def _image(name, key):

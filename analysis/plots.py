@@ -182,22 +182,36 @@ def f_score_bars_png(names, values, beta2: float, fmt: str = "png") -> bytes:
     return _png(fig, fmt)
 
 
-def vocabulary_png(curves) -> bytes:
-    """PNG with two panels: vocabulary size per system (bars) and word-frequency curves (frequency of
-    the r-th most frequent word against r, log-log; Wang & Chan 2019, Figs. 2-3).
+def _plain_log_ticks(ax) -> None:
+    """Log-axis tick labels as plain numbers (1, 10, 100, 1,000): matplotlib's default log labels are
+    mathtext (``$10^{3}$``), which this module turns off for user text (see the module docstring)."""
+    import matplotlib.ticker as ticker  # loaded with pyplot()
 
-    curves : {system name: sorted word counts, most frequent first}.
+    plain = ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def vocabulary_png(curves) -> bytes:
+    """PNG with two panels, one above the other (each readable at a phone's width): vocabulary size
+    per system (bars) and word-frequency curves (frequency of the r-th most frequent word against r,
+    log-log, plain-number ticks; Wang & Chan 2019, Figs. 2-3).
+
+    curves : {system name: (vocabulary size, sorted word counts, most frequent first)}; the curve may
+    be cut (the vocabulary run keeps 2,000 ranks), so the bars show the size, not the curve's length.
     """
-    fig, (left, right) = pyplot().subplots(1, 2, figsize=(9.0, 3.6), dpi=100)
+    fig, (left, right) = pyplot().subplots(2, 1, figsize=(4.8, 6.6), dpi=100)
     names = list(curves)
-    left.bar(names, [len(c) for c in curves.values()], color=[_COLOURS[i % 10] for i in range(len(names))])
+    left.bar(names, [size for size, _ in curves.values()], color=[_COLOURS[i % 10] for i in range(len(names))])
     left.set_ylabel("vocabulary size (distinct words)")
     left.tick_params(axis="x", labelrotation=30, labelsize=8)
-    for i, (name, counts) in enumerate(curves.items()):
+    for i, (name, (_, counts)) in enumerate(curves.items()):
         if len(counts):
             right.loglog(np.arange(1, len(counts) + 1), counts, label=name, color=_COLOURS[i % 10], lw=1.5)
     right.set_xlabel("word rank")
     right.set_ylabel("frequency")
+    _plain_log_ticks(right)
     right.legend(fontsize=7, frameon=False)
     right.grid(alpha=0.3, which="both")
     return _png(fig)

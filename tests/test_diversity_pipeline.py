@@ -164,6 +164,34 @@ def test_set_level_runs_equal_the_kernels_and_store_their_options(coco):
     assert SetScore.objects.count() == before
 
 
+def test_vocabulary_chart_bars_are_the_sizes_not_the_cut_curves(coco, monkeypatch):
+    """The run keeps the first CURVE_RANKS ranks of each word-frequency curve; the chart's bars are the
+    vocabulary sizes (the run's values), not the lengths of those cut curves."""
+    import matplotlib.axes
+
+    from analysis import plots
+    from analysis.diversity import word_frequency_curves
+    from captioneval.metrics.builtin import vocabulary as vocabulary_metric
+
+    monkeypatch.setattr(vocabulary_metric, "CURVE_RANKS", 40)
+    run_command("compute_metrics", "--dataset", "div", "--metric", "vocabulary", "--wait")
+    curves = word_frequency_curves(coco)
+    stored = {s.system.name: s.value for s in SystemScore.objects.filter(run__metric="vocabulary").select_related("system")}
+    assert set(curves) == set(stored) == {"coco-references", "merge", "thumb-models"}
+    for name, (size, counts) in curves.items():
+        assert size == stored[name] > len(counts) == 40
+    heights = []
+    original = matplotlib.axes.Axes.bar
+
+    def bar(self, x, height, *args, **kwargs):
+        heights.append(list(height))
+        return original(self, x, height, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", bar)
+    assert plots.vocabulary_png(curves)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert heights == [[stored[name] for name in curves]]
+
+
 def test_summary_f_score_and_lexical_gap(coco):
     run_command("compute_metrics", "--dataset", "div", "--metric", "diversity", "lexical", "--wait")
     summary = diversity_summary("div")

@@ -136,7 +136,7 @@ def test_every_plot_draws_hostile_names_as_text():
                                     for n in names}, {"kendall_tau_b": 0.6}, title=names[2]),
         plots.diversity_accuracy_png([(n, 0.2 * i, 0.5) for i, n in enumerate(names)]),
         plots.f_score_bars_png(names, [0.1, 0.2, 0.3], 5.0),
-        plots.vocabulary_png({n: [9, 4, 1] for n in names}),
+        plots.vocabulary_png({n: (3, [9, 4, 1]) for n in names}),
         plots.radar_png([[0.1, 0.4, 0.2], [0.3, 0.1, 0.5]], names[1:], title=names[2]),
         plots.mds_png([[0, 1], [1, 0], [0.5, 0.5]], names, title=names[2]),
         plots.benchmark_bars_png([{"name": n, "value": 0.4, "ci95": [0.5, 0.6], "rank": 1} for n in names], names[1], None,
