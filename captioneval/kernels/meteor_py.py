@@ -283,9 +283,10 @@ class _ParaphraseIndex:
             self.par_words = z["par_words"]
         self.vocab = {w: i for i, w in enumerate(self.vocab_list)}
 
-    def filtered(self, words: set[str]) -> dict[tuple[int, ...], list[tuple[int, ...]]]:
+    def filtered(self, words: set[str]) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
         """Entries whose reference phrase and paraphrase use only ``words``: reference phrase (tuple
-        of word ids) -> paraphrases (tuples of ids) in file order. Every other entry can match nothing
+        of words, the index's own string objects, so equal words share one object) -> paraphrases
+        (tuples of words) in file order. Every other entry can match nothing
         in a batch whose words are ``words``."""
         ids = [self.vocab[w] for w in words if w in self.vocab]
         bad = np.ones(len(self.vocab_list) + 1, dtype=bool)
@@ -303,10 +304,18 @@ class _ParaphraseIndex:
                 ok[longer] = ~bad[words_[start[longer] + k]]
                 keep, start, length = keep[ok], start[ok], length[ok]
                 k += 1
-        table: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
-        for e in keep.tolist():
-            ref = tuple(rw[ro[e]:ro[e + 1]].tolist())
-            table.setdefault(ref, []).append(tuple(pw[po[e]:po[e + 1]].tolist()))
+        table: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+        vl = self.vocab_list
+        ro_k, rw_k = ro[keep].tolist(), ro[keep + 1].tolist()
+        po_k, pw_k = po[keep].tolist(), po[keep + 1].tolist()
+        for a, b, c, d in zip(ro_k, rw_k, po_k, pw_k):
+            ref = tuple([vl[x] for x in rw[a:b].tolist()])
+            par = tuple([vl[x] for x in pw[c:d].tolist()])
+            lst = table.get(ref)
+            if lst is None:
+                table[ref] = [par]
+            else:
+                lst.append(par)
         return table
 
 
@@ -426,6 +435,9 @@ class _Resources:
 # Aligner (Aligner.align / resolve)
 # --------------------------------------------------------------------------------------------------
 class _Match:
+    """One candidate match (``Match`` in the jar): reference words ``start .. start+length-1``,
+    test words ``mstart .. mstart+mlength-1``, module 0-3. Immutable; shared through :func:`_match`."""
+
     __slots__ = ("start", "length", "mstart", "mlength", "module", "mask1", "mask2", "gain", "dist")
 
     def __init__(self, start, length, mstart, mlength, module):
@@ -442,61 +454,86 @@ class _Match:
         self.dist = abs(start - mstart)
 
 
+#: the matches made so far, by (start, length, mstart, mlength, module): a match is a value, so
+#: captions share them (no allocation per pair); emptied when it grows past _MATCH_CACHE_MAX
+_MATCH_CACHE: dict[tuple[int, int, int, int, int], _Match] = {}
+_MATCH_CACHE_MAX = 200_000
+
+
+def _match(start: int, length: int, mstart: int, mlength: int, module: int) -> _Match:
+    key = (start, length, mstart, mlength, module)
+    m = _MATCH_CACHE.get(key)
+    if m is None:
+        if len(_MATCH_CACHE) >= _MATCH_CACHE_MAX:
+            _MATCH_CACHE.clear()
+        m = _MATCH_CACHE[key] = _Match(start, length, mstart, mlength, module)
+    return m
+
+
 class _Sentence:
-    """Per-sentence data the matchers need, computed once per batch for each distinct sentence:
-    word hashes, stem hashes, synsets, function-word flags, paraphrase-table ids, position indexes
-    (word hash / stem hash / synset / table id -> ascending positions) and, per start position, the
-    paraphrase paths (``ParaphraseTransducer.getReferencePaths``)."""
+    """Per-sentence data the matchers need, computed once per batch for each distinct sentence
+    (candidates and references alike): words, word hashes, stem hashes, synsets, function-word
+    flags, position indexes (word hash / stem hash / synset / word -> ascending positions), the
+    union of the words' synsets, and the paraphrase paths (``ParaphraseTransducer.getReferencePaths``)
+    grouped by the paraphrase's first word: first word -> [(start, k, span length, paraphrase)],
+    where k is the path's rank among the paths that start at ``start`` (the jar's order)."""
 
-    __slots__ = ("words", "n", "h", "stem", "syn", "fw", "pid", "by_hash", "by_stem", "by_syn", "by_pid",
-                 "paths", "n_function")
+    __slots__ = ("words", "n", "h", "stem", "syn", "fw", "n_function", "by_hash", "by_stem", "by_syn",
+                 "syn_all", "by_word", "para_first")
 
-    def __init__(self, words: list[str], res: _Resources, para: dict, prefixes: set):
-        self.words = words
+    def __init__(self, words: Sequence[str], res: _Resources, para: dict, prefixes: set):
+        self.words = words = tuple(words)
         self.n = n = len(words)
         info = [res.word(w) for w in words]
-        self.h = [x[0] for x in info]
-        self.stem = [x[1] for x in info]
-        self.syn = [x[2] for x in info]
+        self.h = h = [x[0] for x in info]
+        self.stem = stem = [x[1] for x in info]
+        self.syn = syn = [x[2] for x in info]
         self.fw = [x[3] for x in info]
         self.n_function = sum(self.fw)
-        vocab = res.paraphrase.vocab
-        self.pid = pid = [vocab.get(w, -1) for w in words]
-        self.by_hash: dict[int, list[int]] = {}
-        self.by_stem: dict[int, list[int]] = {}
-        self.by_syn: dict[int, list[int]] = {}
-        self.by_pid: dict[int, list[int]] = {}
+        self.syn_all = frozenset().union(*syn)
+        by_hash: dict[int, list[int]] = {}
+        by_stem: dict[int, list[int]] = {}
+        by_syn: dict[int, list[int]] = {}
+        by_word: dict[str, list[int]] = {}
         for i in range(n):
-            self.by_hash.setdefault(self.h[i], []).append(i)
-            self.by_stem.setdefault(self.stem[i], []).append(i)
-            for s in self.syn[i]:
-                self.by_syn.setdefault(s, []).append(i)
-            self.by_pid.setdefault(pid[i], []).append(i)
-        paths = []
+            by_hash.setdefault(h[i], []).append(i)
+            by_stem.setdefault(stem[i], []).append(i)
+            for s in syn[i]:
+                by_syn.setdefault(s, []).append(i)
+            by_word.setdefault(words[i], []).append(i)
+        self.by_hash, self.by_stem, self.by_syn, self.by_word = by_hash, by_stem, by_syn, by_word
+        para_first: dict[str, list[tuple[int, int, int, tuple[str, ...]]]] = {}
         for start in range(n):
-            out = []
+            k = 0
             for end in range(start + 1, n + 1):
-                key = tuple(pid[start:end])
+                key = words[start:end]
                 if key not in prefixes:
                     break
                 pars = para.get(key)
                 if pars:
                     length = end - start
                     for p in pars:
-                        out.append((length, p))
-            paths.append(out)
-        self.paths = paths
+                        para_first.setdefault(p[0], []).append((start, k, length, p))
+                        k += 1
+        self.para_first = para_first
 
-    def find(self, phrase: tuple) -> list[int]:
-        """Ascending positions where ``phrase`` (table ids) occurs."""
-        first = self.by_pid.get(phrase[0])
-        if not first:
-            return []
-        k = len(phrase)
-        if k == 1:
-            return first
-        pid = self.pid
-        return [i for i in first if tuple(pid[i:i + k]) == phrase]
+
+def _para_hits(src: _Sentence, dst: _Sentence) -> list[tuple[int, int, int, int, int]]:
+    """Where the paraphrases of ``src``'s phrases occur in ``dst``: (start in src, path rank,
+    position in dst, span length in src, paraphrase length), sorted (the jar's loop order: start,
+    path, ascending position)."""
+    hits = []
+    words = dst.words
+    by_word = dst.by_word
+    for w in src.para_first.keys() & by_word.keys():
+        positions = by_word[w]
+        for start, k, length, p in src.para_first[w]:
+            plen = len(p)
+            for pos in positions:
+                if plen == 1 or words[pos:pos + plen] == p:
+                    hits.append((start, k, pos, length, plen))
+    hits.sort()
+    return hits
 
 
 def _align(s1: _Sentence, s2: _Sentence) -> tuple:
@@ -507,78 +544,86 @@ def _align(s1: _Sentence, s2: _Sentence) -> tuple:
     matches: list[list[_Match]] = [[] for _ in range(n2)]
     cov1 = [0] * n1
     cov2 = [0] * n2
+    mk = _match
     # exact
     by_hash = s1.by_hash
     for j in range(n2):
-        for i in by_hash.get(h2[j], ()):
-            matches[j].append(_Match(j, 1, i, 1, 0))
-            cov1[i] += 1
-            cov2[j] += 1
+        pos = by_hash.get(h2[j])
+        if pos:
+            mj = matches[j]
+            for i in pos:
+                mj.append(mk(j, 1, i, 1, 0))
+                cov1[i] += 1
+            cov2[j] += len(pos)
     if not (n1 == n2 and h1 == h2):
         # stem (StemMatcher: stem hashes equal, word hashes differ)
         by_stem = s1.by_stem
         stem2 = s2.stem
         for j in range(n2):
-            hj = h2[j]
-            for i in by_stem.get(stem2[j], ()):
-                if h1[i] != hj:
-                    matches[j].append(_Match(j, 1, i, 1, 1))
-                    cov1[i] += 1
-                    cov2[j] += 1
+            pos = by_stem.get(stem2[j])
+            if pos:
+                hj = h2[j]
+                for i in pos:
+                    if h1[i] != hj:
+                        matches[j].append(mk(j, 1, i, 1, 1))
+                        cov1[i] += 1
+                        cov2[j] += 1
         # synonym (SynonymMatcher: a shared synset, word hashes differ)
-        by_syn = s1.by_syn
-        for j in range(n2):
-            syn2 = s2.syn[j]
-            if not syn2:
-                continue
-            found: set[int] = set()
-            for s in syn2:
-                pos = by_syn.get(s)
-                if pos:
-                    found.update(pos)
-            if found:
+        common = s1.syn_all & s2.syn_all
+        if common:
+            by_syn = s1.by_syn
+            syn2 = s2.syn
+            for j in range(n2):
+                shared = syn2[j] & common
+                if not shared:
+                    continue
+                found: set[int] = set()
+                for s in shared:
+                    found.update(by_syn[s])
                 hj = h2[j]
                 for i in sorted(found):
                     if h1[i] != hj:
-                        matches[j].append(_Match(j, 1, i, 1, 2))
+                        matches[j].append(mk(j, 1, i, 1, 2))
                         cov1[i] += 1
                         cov2[j] += 1
         # paraphrase (ParaphraseMatcher: reference-side paths first, then test-side paths)
-        for j in range(n2):
-            for length, pwords in s2.paths[j]:
-                plen = len(pwords)
-                for i in s1.find(pwords):
-                    matches[j].append(_Match(j, length, i, plen, 3))
-                    for k in range(plen):
-                        cov1[i + k] += 1
-                    for k in range(length):
-                        cov2[j + k] += 1
-        for i in range(n1):
-            for length, pwords in s1.paths[i]:
-                plen = len(pwords)
-                for j in s2.find(pwords):
-                    matches[j].append(_Match(j, plen, i, length, 3))
-                    for k in range(length):
-                        cov1[i + k] += 1
-                    for k in range(plen):
-                        cov2[j + k] += 1
+        if s2.para_first:
+            for j, _k, i, length, plen in _para_hits(s2, s1):
+                matches[j].append(mk(j, length, i, plen, 3))
+                for k in range(i, i + plen):
+                    cov1[k] += 1
+                for k in range(j, j + length):
+                    cov2[k] += 1
+        if s1.para_first:
+            for i, _k, j, length, plen in _para_hits(s1, s2):
+                matches[j].append(mk(j, plen, i, length, 3))
+                for k in range(i, i + length):
+                    cov1[k] += 1
+                for k in range(j, j + plen):
+                    cov2[k] += 1
     # initial path: matches that are the only candidate for all their words
     fixed: list[_Match | None] = [None] * n2
     used1 = used2 = 0
+    n_matches = n_fixed = 0
     for j in range(n2):
-        if len(matches[j]) == 1:
-            m = matches[j][0]
-            if all(cov2[j + k] == 1 for k in range(m.length)) and \
-                    all(cov1[m.mstart + k] == 1 for k in range(m.mlength)):
-                fixed[j] = m
-                used2 |= m.mask2
-                used1 |= m.mask1
-    best = _resolve(matches, fixed, used1, used2, n2)
+        mj = matches[j]
+        if mj:
+            n_matches += len(mj)
+            if len(mj) == 1:
+                m = mj[0]
+                if all(cov2[j + k] == 1 for k in range(m.length)) and \
+                        all(cov1[m.mstart + k] == 1 for k in range(m.mlength)):
+                    fixed[j] = m
+                    used2 |= m.mask2
+                    used1 |= m.mask1
+                    n_fixed += 1
     chosen: list[_Match | None] = list(fixed)
-    node = best[7]
-    while node is not None:
-        chosen[node[0]] = node[1]
-        node = node[2]
+    if n_fixed != n_matches:
+        # (where every match is fixed, the beam's one path takes each fixed match and nothing else)
+        node = _resolve(matches, fixed, used1, used2, n2)[7]
+        while node is not None:
+            chosen[node[0]] = node[1]
+            node = node[2]
     counts = [[0] * _N_MODULES for _ in range(4)]  # content1, content2, function1, function2
     fw1, fw2 = s1.fw, s2.fw
     for m in chosen:
@@ -805,35 +850,37 @@ class MeteorPython:
                 raise ValueError(f"candidate {i} has no reference captions")
         prep = self._prepare
         cl = _clean if clean else (lambda s: s)
-        tests = [prep(cl(c)) for c in candidates]
-        refs_all = [[prep(cl(r)) for r in refs] for refs in references]
+        # every distinct text is normalised once and every distinct word sequence is one _Sentence
+        # (Flickr8k-CrowdFlower: 286,259 texts, 4,992 distinct), kept for the batch
+        words_of: dict[str, tuple[str, ...]] = {}
+        for text in candidates:
+            if text not in words_of:
+                words_of[text] = tuple(prep(cl(text)))
+        for refs in references:
+            for text in refs:
+                if text not in words_of:
+                    words_of[text] = tuple(prep(cl(text)))
         vocab: set[str] = set()
-        for t in tests:
-            vocab.update(t)
-        for refs in refs_all:
-            for r in refs:
-                vocab.update(r)
+        for words in words_of.values():
+            vocab.update(words)
         res = self.res
         with res.lock:
             para, prefixes = res.paraphrase_for(vocab)
             sentences: dict[tuple[str, ...], _Sentence] = {}
-
-            def sentence(words: list[str]) -> _Sentence:
-                key = tuple(words)
-                sent = sentences.get(key)
+            sentence_of: dict[str, _Sentence] = {}
+            for text, words in words_of.items():
+                sent = sentences.get(words)
                 if sent is None:
-                    sent = sentences[key] = _Sentence(words, res, para, prefixes)
-                return sent
-
+                    sent = sentences[words] = _Sentence(words, res, para, prefixes)
+                sentence_of[text] = sent
+            del words_of, sentences
             out = []
-            for test, refs in zip(tests, refs_all):
-                # candidates are rarely repeated: built once per caption and not kept (memory);
-                # references (shared by an image's candidates) are kept for the batch
-                s1 = _Sentence(test, res, para, prefixes)
+            for cand, refs in zip(candidates, references):
+                s1 = sentence_of[cand]
                 best = None
                 best_score = -1.0
                 for ref in refs:
-                    st = _stats_of(s1, sentence(ref))
+                    st = _stats_of(s1, sentence_of[ref])
                     sc = compute_score(st)
                     if sc > best_score:
                         best, best_score = st, sc
