@@ -620,7 +620,7 @@ def _align(s1: _Sentence, s2: _Sentence) -> tuple:
     chosen: list[_Match | None] = list(fixed)
     if n_fixed != n_matches:
         # (where every match is fixed, the beam's one path takes each fixed match and nothing else)
-        node = _resolve(matches, fixed, used1, used2, n2)[7]
+        node = _resolve(matches, fixed, used1, used2, n2)
         while node is not None:
             chosen[node[0]] = node[1]
             node = node[2]
@@ -653,67 +653,91 @@ def _align(s1: _Sentence, s2: _Sentence) -> tuple:
     return counts, chunks
 
 
-_sort_key = operator.itemgetter(0, 1, 2)
+_key0 = operator.itemgetter(0)
 
 
 def _resolve(matches, fixed, used1, used2, n2):
     """Aligner.resolve: beam search over the candidate matches of each reference position, the
     paths ranked by Constants.PARTIAL_COMPARE_TOTAL (more matches, fewer chunks, smaller distance)
-    with a stable sort.
+    with a stable sort. Returns the best path's chosen matches as a linked list (pos, match, next).
 
-    A path is a list [-score, chunks, distance, idx, lastMatchEnd, used1, used2, chosen] where score
-    is matches1 + matches2 (ints), used* are bit masks and chosen a linked list (pos, match, next)."""
-    next_paths = [[0, 0, 0, 0, -1, used1, used2, None]]
+    A path is a list [key, idx, lastMatchEnd, used1, used2, chosen]: used* are bit masks, chosen a
+    linked list, and key = -score * S2 + chunks * S1 + distance, one int ordered as the tuple
+    (-score, chunks, distance) because the distance stays below S1 and chunks * S1 + distance below
+    S2 (score = matches1 + matches2, ints). A path's distance is at most the sum of every match's
+    distance (each match adds its distance to a path at most once per step it is a candidate of,
+    and it is a candidate of one step), so S1 = 2 ** (bit_length(that sum) + 1); chunks <= n2 + 1.
+
+    Positions from the end of the last match on hold no candidates and no path's used bits: the
+    first of them closes each path's open chunk and the later ones change no key, so the stable
+    sorts after it reorder nothing; the search stops there (the result is the same path)."""
+    total = 0
+    end = 0
+    for mj in matches:
+        for m in mj:
+            total += m.dist
+            e = m.start + m.length
+            if e > end:
+                end = e
+    for m in fixed:
+        if m is not None:
+            total += m.dist
+    s1 = 1 << (total.bit_length() + 1)
+    s2 = s1 << ((n2 + 2).bit_length() + 1)
+    paths = [[0, 0, -1, used1, used2, None]]
     beam = BEAM_SIZE
-    for current in range(n2 + 1):
-        paths = next_paths
-        next_paths = []
+    for current in range(end):
         if len(paths) > 1:
-            paths.sort(key=_sort_key)
+            paths.sort(key=_key0)
             if len(paths) > beam:
                 del paths[beam:]
         bit = 1 << current
-        if current == n2:
-            for path in paths:
-                if path[4] != -1:
-                    path[1] += 1
-                next_paths.append(path)
-            continue
         cands = matches[current]
+        nxt = []
+        append = nxt.append
         for path in paths:
-            if path[6] & bit:
-                if current < path[3]:
-                    next_paths.append(path)
+            key, idx, last, u1, u2, chain = path
+            if u2 & bit:
+                if current < idx:
+                    append(path)
                 else:
-                    m = fixed[path[3]]
+                    m = fixed[idx]
                     if m is not None:
-                        path[0] -= m.gain
-                        if path[4] != -1 and m.mstart != path[4]:
-                            path[1] += 1
-                        path[3] = m.start + m.length
-                        path[4] = m.mstart + m.mlength
-                        path[2] += abs(m.start - m.mstart)
-                        next_paths.append(path)
+                        key -= m.gain * s2
+                        if last != -1 and m.mstart != last:
+                            key += s1
+                        path[0] = key + m.dist
+                        path[1] = m.start + m.length
+                        path[2] = m.mstart + m.mlength
+                        append(path)
                 continue
             for m in cands:
-                if (path[6] & m.mask2) or (path[5] & m.mask1):
+                if (u2 & m.mask2) or (u1 & m.mask1):
                     continue
-                chunks = path[1]
-                if path[4] != -1 and m.mstart != path[4]:
-                    chunks += 1
-                next_paths.append([path[0] - m.gain, chunks, path[2], m.start + m.length, m.mstart + m.mlength,
-                                   path[5] | m.mask1, path[6] | m.mask2, (current, m, path[7])])
+                k = key - m.gain * s2
+                if last != -1 and m.mstart != last:
+                    k += s1
+                append([k, m.start + m.length, m.mstart + m.mlength, u1 | m.mask1, u2 | m.mask2,
+                        (current, m, chain)])
                 # Aligner.resolve adds the distance to the parent path, not to the new one
-                path[2] += m.dist
-            if path[4] != -1:
-                path[1] += 1
-                path[4] = -1
-            path[3] += 1
-            next_paths.append(path)
-        if not next_paths:
-            next_paths.append(paths[0])
-    next_paths.sort(key=_sort_key)
-    return next_paths[0]
+                key += m.dist
+            if last != -1:
+                key += s1
+                path[2] = -1
+            path[0] = key
+            path[1] = idx + 1
+            append(path)
+        paths = nxt if nxt else [paths[0]]
+    # the last step (current == n2, or the first position after every match): close open chunks
+    if len(paths) > 1:
+        paths.sort(key=_key0)
+        if len(paths) > beam:
+            del paths[beam:]
+    for path in paths:
+        if path[2] != -1:
+            path[0] += s1
+    paths.sort(key=_key0)
+    return paths[0][5]
 
 
 # --------------------------------------------------------------------------------------------------
