@@ -283,11 +283,10 @@ class _ParaphraseIndex:
             self.par_words = z["par_words"]
         self.vocab = {w: i for i, w in enumerate(self.vocab_list)}
 
-    def filtered(self, words: set[str]) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
-        """Entries whose reference phrase and paraphrase use only ``words``: reference phrase (tuple
-        of words, the index's own string objects, so equal words share one object) -> paraphrases
-        (tuples of words) in file order. Every other entry can match nothing
-        in a batch whose words are ``words``."""
+    def select(self, words: set[str]) -> list:
+        """The entries whose reference phrase and paraphrase use only ``words``, in file order, as
+        compact CSR arrays [ref offsets (int64, k+1), ref word ids, paraphrase offsets, paraphrase
+        word ids] (see :meth:`filtered`)."""
         ids = [self.vocab[w] for w in words if w in self.vocab]
         bad = np.ones(len(self.vocab_list) + 1, dtype=bool)
         bad[ids] = False
@@ -304,19 +303,42 @@ class _ParaphraseIndex:
                 ok[longer] = ~bad[words_[start[longer] + k]]
                 keep, start, length = keep[ok], start[ok], length[ok]
                 k += 1
-        table: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-        vl = self.vocab_list
-        ro_k, rw_k = ro[keep].tolist(), ro[keep + 1].tolist()
-        po_k, pw_k = po[keep].tolist(), po[keep + 1].tolist()
-        for a, b, c, d in zip(ro_k, rw_k, po_k, pw_k):
-            ref = tuple([vl[x] for x in rw[a:b].tolist()])
-            par = tuple([vl[x] for x in pw[c:d].tolist()])
-            lst = table.get(ref)
-            if lst is None:
-                table[ref] = [par]
-            else:
-                lst.append(par)
-        return table
+        # the kept entries' words, gathered into compact arrays (the full arrays can then be freed)
+        selected = []
+        for off, words_ in ((ro, rw), (po, pw)):
+            start = off[keep].astype(np.int64)
+            length = off[keep + 1].astype(np.int64) - start
+            new_off = np.zeros(len(keep) + 1, dtype=np.int64)
+            np.cumsum(length, out=new_off[1:])
+            picked = words_[np.repeat(start - new_off[:-1], length) + np.arange(int(new_off[-1]), dtype=np.int64)]
+            selected += [new_off, picked]
+        return selected
+
+    def filtered(self, words: set[str]) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
+        """Entries whose reference phrase and paraphrase use only ``words``: reference phrase (tuple
+        of words, the index's own string objects, so equal words share one object) -> paraphrases
+        (tuples of words) in file order. Every other entry can match nothing in a batch whose words
+        are ``words``."""
+        return _build_table(self.vocab_list, self.select(words))
+
+
+def _build_table(vocab_list: list[str], selected: list) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
+    """The dict of :meth:`_ParaphraseIndex.filtered` from the arrays of :meth:`_ParaphraseIndex.select`."""
+    r_off, r_words, p_off, p_words = selected
+    vl = vocab_list
+    rw = [vl[x] for x in r_words.tolist()]
+    pw = [vl[x] for x in p_words.tolist()]
+    table: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    ro, po = r_off.tolist(), p_off.tolist()
+    for e in range(len(ro) - 1):
+        ref = tuple(rw[ro[e]:ro[e + 1]])
+        par = tuple(pw[po[e]:po[e + 1]])
+        lst = table.get(ref)
+        if lst is None:
+            table[ref] = [par]
+        else:
+            lst.append(par)
+    return table
 
 
 class _Resources:
@@ -369,20 +391,32 @@ class _Resources:
                     fcntl.flock(lock_file, fcntl.LOCK_EX)
                 if not os.path.isfile(index_path):
                     build_paraphrase_index(table, index_path)
-        self.paraphrase = _ParaphraseIndex(index_path)
+        # the index (about 100 MB of arrays) is read only while a batch's table is filtered from it
+        self._index_path = index_path
         self.lock = threading.Lock()
         self._word_cache: dict[str, tuple] = {}
         self._para_vocab: frozenset[str] = frozenset()
         self._para: tuple[dict, set] = ({}, set())
 
+    @property
+    def paraphrase(self) -> _ParaphraseIndex:
+        """The paraphrase index, read from its cache file (about 0.7 s; not kept)."""
+        return _ParaphraseIndex(self._index_path)
+
     def paraphrase_for(self, vocab: set[str]) -> tuple[dict, set]:
         """(table, prefixes) of the paraphrase entries made only of words of ``vocab`` or of the
         previous batches' vocabulary (a superset filters nothing that could match: an entry with a
         word outside a batch never matches in it), so a batch within the words already seen reuses
-        the last table. ``prefixes``: every prefix of every reference phrase (the transducer's states)."""
+        the last table. ``prefixes``: every prefix of every reference phrase (the transducer's states).
+        A batch with new words reads the index again (about 0.7 s) and filters it (about 1 s)."""
         if not vocab <= self._para_vocab:
             words = self._para_vocab | vocab
-            table = self.paraphrase.filtered(words)
+            self._para = ({}, set())  # (the previous table is not kept while the next is built)
+            index = self.paraphrase
+            vocab_list, selected = index.vocab_list, index.select(words)
+            del index  # frees the arrays before the table's Python objects are made
+            table = _build_table(vocab_list, selected)
+            del selected
             prefixes = set()
             for key in table:
                 for k in range(1, len(key) + 1):
@@ -481,13 +515,14 @@ class _Sentence:
     __slots__ = ("words", "n", "h", "stem", "syn", "fw", "n_function", "by_hash", "by_stem", "by_syn",
                  "syn_all", "by_word", "para_first")
 
-    def __init__(self, words: Sequence[str], res: _Resources, para: dict, prefixes: set):
+    def __init__(self, words: Sequence[str], res: _Resources, para: dict, prefixes: set,
+                 syn_of: dict[str, frozenset[int]]):
         self.words = words = tuple(words)
         self.n = n = len(words)
         info = [res.word(w) for w in words]
         self.h = h = [x[0] for x in info]
         self.stem = stem = [x[1] for x in info]
-        self.syn = syn = [x[2] for x in info]
+        self.syn = syn = [syn_of[w] for w in words]
         self.fw = [x[3] for x in info]
         self.n_function = sum(self.fw)
         self.syn_all = frozenset().union(*syn)
@@ -516,6 +551,22 @@ class _Sentence:
                         para_first.setdefault(p[0], []).append((start, k, length, p))
                         k += 1
         self.para_first = para_first
+
+
+def _shared_synsets(res: _Resources, vocab: set[str]) -> dict[str, frozenset[int]]:
+    """Each word of ``vocab`` -> its synsets that another word of ``vocab`` with a different Java
+    hash also has. SynonymMatcher matches two words with different hashes that share a synset, and
+    such a synset is in both words' sets here, so the matches are the same as with the full sets
+    (which would cost about 10 kB per sentence in the position indexes)."""
+    info = {w: res.word(w) for w in vocab}
+    first: dict[int, int] = {}
+    shared: set[int] = set()
+    for h, _stem, syns, _fw in info.values():
+        for sid in syns:
+            if first.setdefault(sid, h) != h:
+                shared.add(sid)
+    empty: frozenset[int] = frozenset()
+    return {w: (x[2] & shared) or empty for w, x in info.items()}
 
 
 def _para_hits(src: _Sentence, dst: _Sentence) -> list[tuple[int, int, int, int, int]]:
@@ -743,13 +794,21 @@ def _resolve(matches, fixed, used1, used2, n2):
 # --------------------------------------------------------------------------------------------------
 # Statistics and score (MeteorScorer.getMeteorStats / computeMetrics, MeteorStats)
 # --------------------------------------------------------------------------------------------------
+#: the floats 0.0 .. 1023.0, shared by every statistics vector (a vector then costs 240 bytes, not 800)
+_FLOATS = [float(i) for i in range(1024)]
+
+
+def _f(x: int) -> float:
+    return _FLOATS[x] if x < 1024 else float(x)
+
+
 def _stats_of(s1: _Sentence, s2: _Sentence) -> list[float]:
     counts, chunks = _align(s1, s2)
     c1, c2, fn1, fn2 = counts
-    stats = [float(s1.n), float(s2.n), float(s1.n_function), float(s2.n_function)]
+    stats = [_f(s1.n), _f(s2.n), _f(s1.n_function), _f(s2.n_function)]
     for k in range(_N_MODULES):
-        stats += [float(c1[k]), float(c2[k]), float(fn1[k]), float(fn2[k])]
-    stats += [float(chunks), float(sum(c1) + sum(fn1)), float(sum(c2) + sum(fn2))]
+        stats += [_f(c1[k]), _f(c2[k]), _f(fn1[k]), _f(fn2[k])]
+    stats += [_f(chunks), _f(sum(c1) + sum(fn1)), _f(sum(c2) + sum(fn2))]
     return stats
 
 
@@ -890,12 +949,13 @@ class MeteorPython:
         res = self.res
         with res.lock:
             para, prefixes = res.paraphrase_for(vocab)
+            syn_of = _shared_synsets(res, vocab)
             sentences: dict[tuple[str, ...], _Sentence] = {}
             sentence_of: dict[str, _Sentence] = {}
             for text, words in words_of.items():
                 sent = sentences.get(words)
                 if sent is None:
-                    sent = sentences[words] = _Sentence(words, res, para, prefixes)
+                    sent = sentences[words] = _Sentence(words, res, para, prefixes, syn_of)
                 sentence_of[text] = sent
             del words_of, sentences
             out = []
