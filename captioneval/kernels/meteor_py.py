@@ -21,7 +21,12 @@ licence, ``synonym/COPYING.WORDNET`` in the jar), nonbreaking prefixes and the E
 table are read at run time from the installed pycocoevalcap (the jar is a zip file; the table is
 ``data/paraphrase-en.gz`` beside it). The paraphrase table (62 MB, 5.3 M entries) is turned once into
 a compact array index cached under :func:`cache_dir` keyed by the table's sha256, and filtered for
-each batch to the batch's vocabulary.
+each batch to the batch's vocabulary (the index's arrays are read only while filtering).
+
+Speed and memory (``benchmarks/meteor_speed.py``): each distinct text is normalised and indexed once
+per batch; the beam runs only where some word has more than one candidate match, ranks paths by one
+integer ordered as the jar's tuple and stops after the last match; each shortcut is argued where it
+is made (:func:`_align`, :func:`_resolve`, :func:`_shared_synsets`) and checked by the goldens.
 
 Configuration (``-l en -norm``, task "rank"): alpha 0.85, beta 0.20, gamma 0.60, delta 0.75; modules
 exact, stem (Snowball English), synonym (WordNet), paraphrase with scoring weights 1.0, 0.6, 0.8, 0.6;
