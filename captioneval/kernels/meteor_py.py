@@ -69,6 +69,8 @@ from typing import Sequence
 
 import numpy as np
 
+from captioneval.utils.gcpause import paused_gc
+
 __all__ = ["MeteorPython", "get_scorer", "score", "statistics", "score_and_corpus", "evaluate",
            "normalize", "java_hash", "cache_dir", "METEOR_PY_VERSION", "MeteorDataError"]
 
@@ -952,7 +954,9 @@ class MeteorPython:
         for words in words_of.values():
             vocab.update(words)
         res = self.res
-        with res.lock:
+        # the sentences, matches and beam paths form no reference cycle: the cyclic collector's
+        # passes over them are pure overhead (captioneval.utils.gcpause)
+        with res.lock, paused_gc():
             para, prefixes = res.paraphrase_for(vocab)
             syn_of = _shared_synsets(res, vocab)
             sentences: dict[tuple[str, ...], _Sentence] = {}
