@@ -21,7 +21,9 @@ resident memory of the JVM (VmHWM) and of the Python process (ru_maxrss), with t
 status 1 if any caption differs or the corpus values are more than one ulp apart.
 
 Targets (issue 33): Python at least as fast as the warm jar, and its peak memory at most a quarter of
-the JVM's. Measured 2026-11-28 08:59-09:03 UTC on two shared cores (load average 2.5-4.4), same run:
+the JVM's. Measured 2026-11-28 on two shared cores, three runs (08:59, 09:07 and 09:15 UTC, load
+average 2.5-4.7; the first two before the cyclic collector was paused during alignment): warm ratio 2.15x, 1.08x, 3.00x on Expert and 2.54x, 2.41x, 2.28x on CrowdFlower,
+cold 4.95x, 2.67x, 5.26x and 3.10x, 2.82x, 3.08x; memory 0.17-0.18 and 0.20 of the JVM's. The first:
 
     ptb/flickr8k-expert: 5,664 captions; statistics differing 0, scores differing 0; corpus jar 0.10663295950916585 python 0.10663295950916585 (0 ulp)
       jar cold (JVM start included) 28.75 s (5.076 ms/caption), warm 7.58 s (1.338 ms/caption)
