@@ -19,6 +19,26 @@ and prints the number of captions whose statistics line or score differ (must be
 values, the times, the ratios (jar time / Python time: > 1 means Python is faster) and the peak
 resident memory of the JVM (VmHWM) and of the Python process (ru_maxrss), with their ratio. Exit
 status 1 if any caption differs or the corpus values are more than one ulp apart.
+
+Targets (issue 33): Python at least as fast as the warm jar, and its peak memory at most a quarter of
+the JVM's. Measured 2026-11-28 on two shared cores, three runs (08:59, 09:07 and 09:15 UTC, load
+average 2.5-4.7; the first two before the cyclic collector was paused during alignment): warm ratio 2.15x, 1.08x, 3.00x on Expert and 2.54x, 2.41x, 2.28x on CrowdFlower,
+cold 4.95x, 2.67x, 5.26x and 3.10x, 2.82x, 3.08x; memory 0.17-0.18 and 0.20 of the JVM's. The first:
+
+    ptb/flickr8k-expert: 5,664 captions; statistics differing 0, scores differing 0; corpus jar 0.10663295950916585 python 0.10663295950916585 (0 ulp)
+      jar cold (JVM start included) 28.75 s (5.076 ms/caption), warm 7.58 s (1.338 ms/caption)
+      python first (data load included) 5.80 s (1.025 ms/caption), again 3.53 s (0.624 ms/caption)
+      time ratio jar/python: cold 4.95x, warm 2.15x
+      peak memory: JVM 1455 MiB, python 246 MiB (python/JVM 0.17)
+    ptb/flickr8k-crowdflower: 47,830 captions; statistics differing 0, scores differing 0; corpus jar 0.12991401260468363 python 0.12991401260468363 (0 ulp)
+      jar cold (JVM start included) 72.84 s (1.523 ms/caption), warm 51.46 s (1.076 ms/caption)
+      python first (data load included) 23.48 s (0.491 ms/caption), again 20.22 s (0.423 ms/caption)
+      time ratio jar/python: cold 3.10x, warm 2.54x
+      peak memory: JVM 1472 MiB, python 290 MiB (python/JVM 0.20)
+
+"again" recomputes every caption, sentence index and alignment; what a process keeps between
+batches is its loaded data, the last batch's paraphrase table, the per-word cache (hash, stem,
+synsets) and the shared match objects.
 """
 from __future__ import annotations
 

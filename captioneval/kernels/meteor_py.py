@@ -21,7 +21,12 @@ licence, ``synonym/COPYING.WORDNET`` in the jar), nonbreaking prefixes and the E
 table are read at run time from the installed pycocoevalcap (the jar is a zip file; the table is
 ``data/paraphrase-en.gz`` beside it). The paraphrase table (62 MB, 5.3 M entries) is turned once into
 a compact array index cached under :func:`cache_dir` keyed by the table's sha256, and filtered for
-each batch to the batch's vocabulary.
+each batch to the batch's vocabulary (the index's arrays are read only while filtering).
+
+Speed and memory (``benchmarks/meteor_speed.py``): each distinct text is normalised and indexed once
+per batch; the beam runs only where some word has more than one candidate match, ranks paths by one
+integer ordered as the jar's tuple and stops after the last match; each shortcut is argued where it
+is made (:func:`_align`, :func:`_resolve`, :func:`_shared_synsets`) and checked by the goldens.
 
 Configuration (``-l en -norm``, task "rank"): alpha 0.85, beta 0.20, gamma 0.60, delta 0.75; modules
 exact, stem (Snowball English), synonym (WordNet), paraphrase with scoring weights 1.0, 0.6, 0.8, 0.6;
@@ -63,6 +68,8 @@ import zipfile
 from typing import Sequence
 
 import numpy as np
+
+from captioneval.utils.gcpause import paused_gc
 
 __all__ = ["MeteorPython", "get_scorer", "score", "statistics", "score_and_corpus", "evaluate",
            "normalize", "java_hash", "cache_dir", "METEOR_PY_VERSION", "MeteorDataError"]
@@ -283,10 +290,10 @@ class _ParaphraseIndex:
             self.par_words = z["par_words"]
         self.vocab = {w: i for i, w in enumerate(self.vocab_list)}
 
-    def filtered(self, words: set[str]) -> dict[tuple[int, ...], list[tuple[int, ...]]]:
-        """Entries whose reference phrase and paraphrase use only ``words``: reference phrase (tuple
-        of word ids) -> paraphrases (tuples of ids) in file order. Every other entry can match nothing
-        in a batch whose words are ``words``."""
+    def select(self, words: set[str]) -> list:
+        """The entries whose reference phrase and paraphrase use only ``words``, in file order, as
+        compact CSR arrays [ref offsets (int64, k+1), ref word ids, paraphrase offsets, paraphrase
+        word ids] (see :meth:`filtered`)."""
         ids = [self.vocab[w] for w in words if w in self.vocab]
         bad = np.ones(len(self.vocab_list) + 1, dtype=bool)
         bad[ids] = False
@@ -303,11 +310,42 @@ class _ParaphraseIndex:
                 ok[longer] = ~bad[words_[start[longer] + k]]
                 keep, start, length = keep[ok], start[ok], length[ok]
                 k += 1
-        table: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
-        for e in keep.tolist():
-            ref = tuple(rw[ro[e]:ro[e + 1]].tolist())
-            table.setdefault(ref, []).append(tuple(pw[po[e]:po[e + 1]].tolist()))
-        return table
+        # the kept entries' words, gathered into compact arrays (the full arrays can then be freed)
+        selected = []
+        for off, words_ in ((ro, rw), (po, pw)):
+            start = off[keep].astype(np.int64)
+            length = off[keep + 1].astype(np.int64) - start
+            new_off = np.zeros(len(keep) + 1, dtype=np.int64)
+            np.cumsum(length, out=new_off[1:])
+            picked = words_[np.repeat(start - new_off[:-1], length) + np.arange(int(new_off[-1]), dtype=np.int64)]
+            selected += [new_off, picked]
+        return selected
+
+    def filtered(self, words: set[str]) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
+        """Entries whose reference phrase and paraphrase use only ``words``: reference phrase (tuple
+        of words, the index's own string objects, so equal words share one object) -> paraphrases
+        (tuples of words) in file order. Every other entry can match nothing in a batch whose words
+        are ``words``."""
+        return _build_table(self.vocab_list, self.select(words))
+
+
+def _build_table(vocab_list: list[str], selected: list) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
+    """The dict of :meth:`_ParaphraseIndex.filtered` from the arrays of :meth:`_ParaphraseIndex.select`."""
+    r_off, r_words, p_off, p_words = selected
+    vl = vocab_list
+    rw = [vl[x] for x in r_words.tolist()]
+    pw = [vl[x] for x in p_words.tolist()]
+    table: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    ro, po = r_off.tolist(), p_off.tolist()
+    for e in range(len(ro) - 1):
+        ref = tuple(rw[ro[e]:ro[e + 1]])
+        par = tuple(pw[po[e]:po[e + 1]])
+        lst = table.get(ref)
+        if lst is None:
+            table[ref] = [par]
+        else:
+            lst.append(par)
+    return table
 
 
 class _Resources:
@@ -360,20 +398,32 @@ class _Resources:
                     fcntl.flock(lock_file, fcntl.LOCK_EX)
                 if not os.path.isfile(index_path):
                     build_paraphrase_index(table, index_path)
-        self.paraphrase = _ParaphraseIndex(index_path)
+        # the index (about 100 MB of arrays) is read only while a batch's table is filtered from it
+        self._index_path = index_path
         self.lock = threading.Lock()
         self._word_cache: dict[str, tuple] = {}
         self._para_vocab: frozenset[str] = frozenset()
         self._para: tuple[dict, set] = ({}, set())
 
+    @property
+    def paraphrase(self) -> _ParaphraseIndex:
+        """The paraphrase index, read from its cache file (about 0.7 s; not kept)."""
+        return _ParaphraseIndex(self._index_path)
+
     def paraphrase_for(self, vocab: set[str]) -> tuple[dict, set]:
         """(table, prefixes) of the paraphrase entries made only of words of ``vocab`` or of the
         previous batches' vocabulary (a superset filters nothing that could match: an entry with a
         word outside a batch never matches in it), so a batch within the words already seen reuses
-        the last table. ``prefixes``: every prefix of every reference phrase (the transducer's states)."""
+        the last table. ``prefixes``: every prefix of every reference phrase (the transducer's states).
+        A batch with new words reads the index again (about 0.7 s) and filters it (about 1 s)."""
         if not vocab <= self._para_vocab:
             words = self._para_vocab | vocab
-            table = self.paraphrase.filtered(words)
+            self._para = ({}, set())  # (the previous table is not kept while the next is built)
+            index = self.paraphrase
+            vocab_list, selected = index.vocab_list, index.select(words)
+            del index  # frees the arrays before the table's Python objects are made
+            table = _build_table(vocab_list, selected)
+            del selected
             prefixes = set()
             for key in table:
                 for k in range(1, len(key) + 1):
@@ -426,6 +476,9 @@ class _Resources:
 # Aligner (Aligner.align / resolve)
 # --------------------------------------------------------------------------------------------------
 class _Match:
+    """One candidate match (``Match`` in the jar): reference words ``start .. start+length-1``,
+    test words ``mstart .. mstart+mlength-1``, module 0-3. Immutable; shared through :func:`_match`."""
+
     __slots__ = ("start", "length", "mstart", "mlength", "module", "mask1", "mask2", "gain", "dist")
 
     def __init__(self, start, length, mstart, mlength, module):
@@ -442,61 +495,103 @@ class _Match:
         self.dist = abs(start - mstart)
 
 
+#: the matches made so far, by (start, length, mstart, mlength, module): a match is a value, so
+#: captions share them (no allocation per pair); emptied when it grows past _MATCH_CACHE_MAX
+_MATCH_CACHE: dict[tuple[int, int, int, int, int], _Match] = {}
+_MATCH_CACHE_MAX = 200_000
+
+
+def _match(start: int, length: int, mstart: int, mlength: int, module: int) -> _Match:
+    key = (start, length, mstart, mlength, module)
+    m = _MATCH_CACHE.get(key)
+    if m is None:
+        if len(_MATCH_CACHE) >= _MATCH_CACHE_MAX:
+            _MATCH_CACHE.clear()
+        m = _MATCH_CACHE[key] = _Match(start, length, mstart, mlength, module)
+    return m
+
+
 class _Sentence:
-    """Per-sentence data the matchers need, computed once per batch for each distinct sentence:
-    word hashes, stem hashes, synsets, function-word flags, paraphrase-table ids, position indexes
-    (word hash / stem hash / synset / table id -> ascending positions) and, per start position, the
-    paraphrase paths (``ParaphraseTransducer.getReferencePaths``)."""
+    """Per-sentence data the matchers need, computed once per batch for each distinct sentence
+    (candidates and references alike): words, word hashes, stem hashes, synsets, function-word
+    flags, position indexes (word hash / stem hash / synset / word -> ascending positions), the
+    union of the words' synsets, and the paraphrase paths (``ParaphraseTransducer.getReferencePaths``)
+    grouped by the paraphrase's first word: first word -> [(start, k, span length, paraphrase)],
+    where k is the path's rank among the paths that start at ``start`` (the jar's order)."""
 
-    __slots__ = ("words", "n", "h", "stem", "syn", "fw", "pid", "by_hash", "by_stem", "by_syn", "by_pid",
-                 "paths", "n_function")
+    __slots__ = ("words", "n", "h", "stem", "syn", "fw", "n_function", "by_hash", "by_stem", "by_syn",
+                 "syn_all", "by_word", "para_first")
 
-    def __init__(self, words: list[str], res: _Resources, para: dict, prefixes: set):
-        self.words = words
+    def __init__(self, words: Sequence[str], res: _Resources, para: dict, prefixes: set,
+                 syn_of: dict[str, frozenset[int]]):
+        self.words = words = tuple(words)
         self.n = n = len(words)
         info = [res.word(w) for w in words]
-        self.h = [x[0] for x in info]
-        self.stem = [x[1] for x in info]
-        self.syn = [x[2] for x in info]
+        self.h = h = [x[0] for x in info]
+        self.stem = stem = [x[1] for x in info]
+        self.syn = syn = [syn_of[w] for w in words]
         self.fw = [x[3] for x in info]
         self.n_function = sum(self.fw)
-        vocab = res.paraphrase.vocab
-        self.pid = pid = [vocab.get(w, -1) for w in words]
-        self.by_hash: dict[int, list[int]] = {}
-        self.by_stem: dict[int, list[int]] = {}
-        self.by_syn: dict[int, list[int]] = {}
-        self.by_pid: dict[int, list[int]] = {}
+        self.syn_all = frozenset().union(*syn)
+        by_hash: dict[int, list[int]] = {}
+        by_stem: dict[int, list[int]] = {}
+        by_syn: dict[int, list[int]] = {}
+        by_word: dict[str, list[int]] = {}
         for i in range(n):
-            self.by_hash.setdefault(self.h[i], []).append(i)
-            self.by_stem.setdefault(self.stem[i], []).append(i)
-            for s in self.syn[i]:
-                self.by_syn.setdefault(s, []).append(i)
-            self.by_pid.setdefault(pid[i], []).append(i)
-        paths = []
+            by_hash.setdefault(h[i], []).append(i)
+            by_stem.setdefault(stem[i], []).append(i)
+            for s in syn[i]:
+                by_syn.setdefault(s, []).append(i)
+            by_word.setdefault(words[i], []).append(i)
+        self.by_hash, self.by_stem, self.by_syn, self.by_word = by_hash, by_stem, by_syn, by_word
+        para_first: dict[str, list[tuple[int, int, int, tuple[str, ...]]]] = {}
         for start in range(n):
-            out = []
+            k = 0
             for end in range(start + 1, n + 1):
-                key = tuple(pid[start:end])
+                key = words[start:end]
                 if key not in prefixes:
                     break
                 pars = para.get(key)
                 if pars:
                     length = end - start
                     for p in pars:
-                        out.append((length, p))
-            paths.append(out)
-        self.paths = paths
+                        para_first.setdefault(p[0], []).append((start, k, length, p))
+                        k += 1
+        self.para_first = para_first
 
-    def find(self, phrase: tuple) -> list[int]:
-        """Ascending positions where ``phrase`` (table ids) occurs."""
-        first = self.by_pid.get(phrase[0])
-        if not first:
-            return []
-        k = len(phrase)
-        if k == 1:
-            return first
-        pid = self.pid
-        return [i for i in first if tuple(pid[i:i + k]) == phrase]
+
+def _shared_synsets(res: _Resources, vocab: set[str]) -> dict[str, frozenset[int]]:
+    """Each word of ``vocab`` -> its synsets that another word of ``vocab`` with a different Java
+    hash also has. SynonymMatcher matches two words with different hashes that share a synset, and
+    such a synset is in both words' sets here, so the matches are the same as with the full sets
+    (which would cost about 10 kB per sentence in the position indexes)."""
+    info = {w: res.word(w) for w in vocab}
+    first: dict[int, int] = {}
+    shared: set[int] = set()
+    for h, _stem, syns, _fw in info.values():
+        for sid in syns:
+            if first.setdefault(sid, h) != h:
+                shared.add(sid)
+    empty: frozenset[int] = frozenset()
+    return {w: (x[2] & shared) or empty for w, x in info.items()}
+
+
+def _para_hits(src: _Sentence, dst: _Sentence) -> list[tuple[int, int, int, int, int]]:
+    """Where the paraphrases of ``src``'s phrases occur in ``dst``: (start in src, path rank,
+    position in dst, span length in src, paraphrase length), sorted (the jar's loop order: start,
+    path, ascending position)."""
+    hits = []
+    words = dst.words
+    by_word = dst.by_word
+    for w in src.para_first.keys() & by_word.keys():
+        positions = by_word[w]
+        for start, k, length, p in src.para_first[w]:
+            plen = len(p)
+            for pos in positions:
+                if plen == 1 or words[pos:pos + plen] == p:
+                    hits.append((start, k, pos, length, plen))
+    hits.sort()
+    return hits
 
 
 def _align(s1: _Sentence, s2: _Sentence) -> tuple:
@@ -507,78 +602,86 @@ def _align(s1: _Sentence, s2: _Sentence) -> tuple:
     matches: list[list[_Match]] = [[] for _ in range(n2)]
     cov1 = [0] * n1
     cov2 = [0] * n2
+    mk = _match
     # exact
     by_hash = s1.by_hash
     for j in range(n2):
-        for i in by_hash.get(h2[j], ()):
-            matches[j].append(_Match(j, 1, i, 1, 0))
-            cov1[i] += 1
-            cov2[j] += 1
+        pos = by_hash.get(h2[j])
+        if pos:
+            mj = matches[j]
+            for i in pos:
+                mj.append(mk(j, 1, i, 1, 0))
+                cov1[i] += 1
+            cov2[j] += len(pos)
     if not (n1 == n2 and h1 == h2):
         # stem (StemMatcher: stem hashes equal, word hashes differ)
         by_stem = s1.by_stem
         stem2 = s2.stem
         for j in range(n2):
-            hj = h2[j]
-            for i in by_stem.get(stem2[j], ()):
-                if h1[i] != hj:
-                    matches[j].append(_Match(j, 1, i, 1, 1))
-                    cov1[i] += 1
-                    cov2[j] += 1
+            pos = by_stem.get(stem2[j])
+            if pos:
+                hj = h2[j]
+                for i in pos:
+                    if h1[i] != hj:
+                        matches[j].append(mk(j, 1, i, 1, 1))
+                        cov1[i] += 1
+                        cov2[j] += 1
         # synonym (SynonymMatcher: a shared synset, word hashes differ)
-        by_syn = s1.by_syn
-        for j in range(n2):
-            syn2 = s2.syn[j]
-            if not syn2:
-                continue
-            found: set[int] = set()
-            for s in syn2:
-                pos = by_syn.get(s)
-                if pos:
-                    found.update(pos)
-            if found:
+        common = s1.syn_all & s2.syn_all
+        if common:
+            by_syn = s1.by_syn
+            syn2 = s2.syn
+            for j in range(n2):
+                shared = syn2[j] & common
+                if not shared:
+                    continue
+                found: set[int] = set()
+                for s in shared:
+                    found.update(by_syn[s])
                 hj = h2[j]
                 for i in sorted(found):
                     if h1[i] != hj:
-                        matches[j].append(_Match(j, 1, i, 1, 2))
+                        matches[j].append(mk(j, 1, i, 1, 2))
                         cov1[i] += 1
                         cov2[j] += 1
         # paraphrase (ParaphraseMatcher: reference-side paths first, then test-side paths)
-        for j in range(n2):
-            for length, pwords in s2.paths[j]:
-                plen = len(pwords)
-                for i in s1.find(pwords):
-                    matches[j].append(_Match(j, length, i, plen, 3))
-                    for k in range(plen):
-                        cov1[i + k] += 1
-                    for k in range(length):
-                        cov2[j + k] += 1
-        for i in range(n1):
-            for length, pwords in s1.paths[i]:
-                plen = len(pwords)
-                for j in s2.find(pwords):
-                    matches[j].append(_Match(j, plen, i, length, 3))
-                    for k in range(length):
-                        cov1[i + k] += 1
-                    for k in range(plen):
-                        cov2[j + k] += 1
+        if s2.para_first:
+            for j, _k, i, length, plen in _para_hits(s2, s1):
+                matches[j].append(mk(j, length, i, plen, 3))
+                for k in range(i, i + plen):
+                    cov1[k] += 1
+                for k in range(j, j + length):
+                    cov2[k] += 1
+        if s1.para_first:
+            for i, _k, j, length, plen in _para_hits(s1, s2):
+                matches[j].append(mk(j, plen, i, length, 3))
+                for k in range(i, i + length):
+                    cov1[k] += 1
+                for k in range(j, j + plen):
+                    cov2[k] += 1
     # initial path: matches that are the only candidate for all their words
     fixed: list[_Match | None] = [None] * n2
     used1 = used2 = 0
+    n_matches = n_fixed = 0
     for j in range(n2):
-        if len(matches[j]) == 1:
-            m = matches[j][0]
-            if all(cov2[j + k] == 1 for k in range(m.length)) and \
-                    all(cov1[m.mstart + k] == 1 for k in range(m.mlength)):
-                fixed[j] = m
-                used2 |= m.mask2
-                used1 |= m.mask1
-    best = _resolve(matches, fixed, used1, used2, n2)
+        mj = matches[j]
+        if mj:
+            n_matches += len(mj)
+            if len(mj) == 1:
+                m = mj[0]
+                if all(cov2[j + k] == 1 for k in range(m.length)) and \
+                        all(cov1[m.mstart + k] == 1 for k in range(m.mlength)):
+                    fixed[j] = m
+                    used2 |= m.mask2
+                    used1 |= m.mask1
+                    n_fixed += 1
     chosen: list[_Match | None] = list(fixed)
-    node = best[7]
-    while node is not None:
-        chosen[node[0]] = node[1]
-        node = node[2]
+    if n_fixed != n_matches:
+        # (where every match is fixed, the beam's one path takes each fixed match and nothing else)
+        node = _resolve(matches, fixed, used1, used2, n2)
+        while node is not None:
+            chosen[node[0]] = node[1]
+            node = node[2]
     counts = [[0] * _N_MODULES for _ in range(4)]  # content1, content2, function1, function2
     fw1, fw2 = s1.fw, s2.fw
     for m in chosen:
@@ -608,79 +711,111 @@ def _align(s1: _Sentence, s2: _Sentence) -> tuple:
     return counts, chunks
 
 
-_sort_key = operator.itemgetter(0, 1, 2)
+_key0 = operator.itemgetter(0)
 
 
 def _resolve(matches, fixed, used1, used2, n2):
     """Aligner.resolve: beam search over the candidate matches of each reference position, the
     paths ranked by Constants.PARTIAL_COMPARE_TOTAL (more matches, fewer chunks, smaller distance)
-    with a stable sort.
+    with a stable sort. Returns the best path's chosen matches as a linked list (pos, match, next).
 
-    A path is a list [-score, chunks, distance, idx, lastMatchEnd, used1, used2, chosen] where score
-    is matches1 + matches2 (ints), used* are bit masks and chosen a linked list (pos, match, next)."""
-    next_paths = [[0, 0, 0, 0, -1, used1, used2, None]]
+    A path is a list [key, idx, lastMatchEnd, used1, used2, chosen]: used* are bit masks, chosen a
+    linked list, and key = -score * S2 + chunks * S1 + distance, one int ordered as the tuple
+    (-score, chunks, distance) because the distance stays below S1 and chunks * S1 + distance below
+    S2 (score = matches1 + matches2, ints). A path's distance is at most the sum of every match's
+    distance (each match adds its distance to a path at most once per step it is a candidate of,
+    and it is a candidate of one step), so S1 = 2 ** (bit_length(that sum) + 1); chunks <= n2 + 1.
+
+    Positions from the end of the last match on hold no candidates and no path's used bits: the
+    first of them closes each path's open chunk and the later ones change no key, so the stable
+    sorts after it reorder nothing; the search stops there (the result is the same path)."""
+    total = 0
+    end = 0
+    for mj in matches:
+        for m in mj:
+            total += m.dist
+            e = m.start + m.length
+            if e > end:
+                end = e
+    for m in fixed:
+        if m is not None:
+            total += m.dist
+    s1 = 1 << (total.bit_length() + 1)
+    s2 = s1 << ((n2 + 2).bit_length() + 1)
+    paths = [[0, 0, -1, used1, used2, None]]
     beam = BEAM_SIZE
-    for current in range(n2 + 1):
-        paths = next_paths
-        next_paths = []
+    for current in range(end):
         if len(paths) > 1:
-            paths.sort(key=_sort_key)
+            paths.sort(key=_key0)
             if len(paths) > beam:
                 del paths[beam:]
         bit = 1 << current
-        if current == n2:
-            for path in paths:
-                if path[4] != -1:
-                    path[1] += 1
-                next_paths.append(path)
-            continue
         cands = matches[current]
+        nxt = []
+        append = nxt.append
         for path in paths:
-            if path[6] & bit:
-                if current < path[3]:
-                    next_paths.append(path)
+            key, idx, last, u1, u2, chain = path
+            if u2 & bit:
+                if current < idx:
+                    append(path)
                 else:
-                    m = fixed[path[3]]
+                    m = fixed[idx]
                     if m is not None:
-                        path[0] -= m.gain
-                        if path[4] != -1 and m.mstart != path[4]:
-                            path[1] += 1
-                        path[3] = m.start + m.length
-                        path[4] = m.mstart + m.mlength
-                        path[2] += abs(m.start - m.mstart)
-                        next_paths.append(path)
+                        key -= m.gain * s2
+                        if last != -1 and m.mstart != last:
+                            key += s1
+                        path[0] = key + m.dist
+                        path[1] = m.start + m.length
+                        path[2] = m.mstart + m.mlength
+                        append(path)
                 continue
             for m in cands:
-                if (path[6] & m.mask2) or (path[5] & m.mask1):
+                if (u2 & m.mask2) or (u1 & m.mask1):
                     continue
-                chunks = path[1]
-                if path[4] != -1 and m.mstart != path[4]:
-                    chunks += 1
-                next_paths.append([path[0] - m.gain, chunks, path[2], m.start + m.length, m.mstart + m.mlength,
-                                   path[5] | m.mask1, path[6] | m.mask2, (current, m, path[7])])
+                k = key - m.gain * s2
+                if last != -1 and m.mstart != last:
+                    k += s1
+                append([k, m.start + m.length, m.mstart + m.mlength, u1 | m.mask1, u2 | m.mask2,
+                        (current, m, chain)])
                 # Aligner.resolve adds the distance to the parent path, not to the new one
-                path[2] += m.dist
-            if path[4] != -1:
-                path[1] += 1
-                path[4] = -1
-            path[3] += 1
-            next_paths.append(path)
-        if not next_paths:
-            next_paths.append(paths[0])
-    next_paths.sort(key=_sort_key)
-    return next_paths[0]
+                key += m.dist
+            if last != -1:
+                key += s1
+                path[2] = -1
+            path[0] = key
+            path[1] = idx + 1
+            append(path)
+        paths = nxt if nxt else [paths[0]]
+    # the last step (current == n2, or the first position after every match): close open chunks
+    if len(paths) > 1:
+        paths.sort(key=_key0)
+        if len(paths) > beam:
+            del paths[beam:]
+    for path in paths:
+        if path[2] != -1:
+            path[0] += s1
+    paths.sort(key=_key0)
+    return paths[0][5]
 
 
 # --------------------------------------------------------------------------------------------------
 # Statistics and score (MeteorScorer.getMeteorStats / computeMetrics, MeteorStats)
 # --------------------------------------------------------------------------------------------------
+#: the floats 0.0 .. 1023.0, shared by every statistics vector (a vector then costs 240 bytes, not 800)
+_FLOATS = [float(i) for i in range(1024)]
+
+
+def _f(x: int) -> float:
+    return _FLOATS[x] if x < 1024 else float(x)
+
+
 def _stats_of(s1: _Sentence, s2: _Sentence) -> list[float]:
     counts, chunks = _align(s1, s2)
     c1, c2, fn1, fn2 = counts
-    stats = [float(s1.n), float(s2.n), float(s1.n_function), float(s2.n_function)]
+    stats = [_f(s1.n), _f(s2.n), _f(s1.n_function), _f(s2.n_function)]
     for k in range(_N_MODULES):
-        stats += [float(c1[k]), float(c2[k]), float(fn1[k]), float(fn2[k])]
-    stats += [float(chunks), float(sum(c1) + sum(fn1)), float(sum(c2) + sum(fn2))]
+        stats += [_f(c1[k]), _f(c2[k]), _f(fn1[k]), _f(fn2[k])]
+    stats += [_f(chunks), _f(sum(c1) + sum(fn1)), _f(sum(c2) + sum(fn2))]
     return stats
 
 
@@ -805,35 +940,40 @@ class MeteorPython:
                 raise ValueError(f"candidate {i} has no reference captions")
         prep = self._prepare
         cl = _clean if clean else (lambda s: s)
-        tests = [prep(cl(c)) for c in candidates]
-        refs_all = [[prep(cl(r)) for r in refs] for refs in references]
+        # every distinct text is normalised once and every distinct word sequence is one _Sentence
+        # (Flickr8k-CrowdFlower: 286,259 texts, 4,992 distinct), kept for the batch
+        words_of: dict[str, tuple[str, ...]] = {}
+        for text in candidates:
+            if text not in words_of:
+                words_of[text] = tuple(prep(cl(text)))
+        for refs in references:
+            for text in refs:
+                if text not in words_of:
+                    words_of[text] = tuple(prep(cl(text)))
         vocab: set[str] = set()
-        for t in tests:
-            vocab.update(t)
-        for refs in refs_all:
-            for r in refs:
-                vocab.update(r)
+        for words in words_of.values():
+            vocab.update(words)
         res = self.res
-        with res.lock:
+        # the sentences, matches and beam paths form no reference cycle: the cyclic collector's
+        # passes over them are pure overhead (captioneval.utils.gcpause)
+        with res.lock, paused_gc():
             para, prefixes = res.paraphrase_for(vocab)
+            syn_of = _shared_synsets(res, vocab)
             sentences: dict[tuple[str, ...], _Sentence] = {}
-
-            def sentence(words: list[str]) -> _Sentence:
-                key = tuple(words)
-                sent = sentences.get(key)
+            sentence_of: dict[str, _Sentence] = {}
+            for text, words in words_of.items():
+                sent = sentences.get(words)
                 if sent is None:
-                    sent = sentences[key] = _Sentence(words, res, para, prefixes)
-                return sent
-
+                    sent = sentences[words] = _Sentence(words, res, para, prefixes, syn_of)
+                sentence_of[text] = sent
+            del words_of, sentences
             out = []
-            for test, refs in zip(tests, refs_all):
-                # candidates are rarely repeated: built once per caption and not kept (memory);
-                # references (shared by an image's candidates) are kept for the batch
-                s1 = _Sentence(test, res, para, prefixes)
+            for cand, refs in zip(candidates, references):
+                s1 = sentence_of[cand]
                 best = None
                 best_score = -1.0
                 for ref in refs:
-                    st = _stats_of(s1, sentence(ref))
+                    st = _stats_of(s1, sentence_of[ref])
                     sc = compute_score(st)
                     if sc > best_score:
                         best, best_score = st, sc
