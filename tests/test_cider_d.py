@@ -228,10 +228,16 @@ def test_matches_pycocoevalcap_on_random_inputs():
     np.testing.assert_allclose(cider_d(cands, refs), theirs, rtol=0, atol=1e-12)
 
 
-def test_df_none_equals_df_from_same_references():
+def test_df_none_equals_df_from_same_references(monkeypatch):
+    """Bit for bit on the general path; to 1e-15 on the numeric path for distinct texts (another summation
+    order of the norms)."""
+    import captioneval.kernels.cider as kernel
+
     rng = random.Random(7)
     cands, refs = _random_corpus(rng, 30)
     df = DocumentFrequency.from_references(refs)
+    np.testing.assert_allclose(cider_d(cands, refs), cider_d(cands, refs, df=df), rtol=0, atol=1e-15)
+    monkeypatch.setattr(kernel, "DISTINCT_SHARE", 2.0)
     np.testing.assert_array_equal(cider_d(cands, refs), cider_d(cands, refs, df=df))
 
 
@@ -462,3 +468,50 @@ def test_weighted_references_equal_repeated_reference_sets():
     for bad in ([1] * 599, [0] + [1] * 599, [1.5] * 600):
         with pytest.raises(ValueError, match="weights must be 600 positive integers"):
             DocumentFrequency.from_references(sets, weights=bad)
+
+
+def _coco_distinct(n_items: int):
+    """The first items of the bundled COCO example (caption 0 / captions 1-5), with hostile edits: long
+    sentences over 64 tokens, an empty candidate and reference, tabs and runs of spaces, a token of
+    over 8 bytes repeated across items (one dictionary for long tokens across chunks)."""
+    rows = json.loads((ROOT / "data" / "coco_multicaption_selfcider_example" / "merge_results.json").read_text())
+    cands, refs = [r["captions"][0] for r in rows[:n_items]], [list(r["captions"][1:6]) for r in rows[:n_items]]
+    cands[5] = " ".join(refs[5] + refs[6])  # > 64 tokens
+    refs[7][0] = " ".join(refs[7] * 2)
+    cands[9], refs[10][2] = "", ""
+    cands[11] = "a\tman  riding\n a  skateboard "
+    for i in range(0, n_items, 97):
+        refs[i][1] = refs[i][1] + " extraordinarily skateboarding"
+        cands[i] = cands[i] + " extraordinarily"
+    return cands, refs
+
+
+@pytest.mark.parametrize("chunk", [300, 10 ** 6])
+def test_distinct_captions_take_the_numeric_path_equal_to_pycocoevalcap(monkeypatch, chunk):
+    """Distinct COCO captions (no shared texts) are scored by _cider_numeric (int64 word keys, n-gram keys
+    in base V, document frequencies by sorting), chunked or in one piece: equal to pycocoevalcap and to
+    the general path (DISTINCT_SHARE above 1) to 1e-12."""
+    import captioneval.kernels.cider as kernel
+
+    cands, refs = _coco_distinct(2000)
+    calls = []
+    real = kernel._cider_numeric
+    monkeypatch.setattr(kernel, "_cider_numeric", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(kernel, "NUMERIC_CHUNK", chunk)
+    ours = cider_d(cands, refs)
+    assert calls == [1]
+    theirs = references.cider_d(cands, refs)[1]
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12)
+    assert ours[5] > 0 and ours.max() > 1.0
+    monkeypatch.setattr(kernel, "DISTINCT_SHARE", 2.0)
+    np.testing.assert_allclose(ours, cider_d(cands, refs), rtol=0, atol=1e-12)
+
+
+def test_numeric_path_declines_non_ascii_text_and_the_general_path_scores_it():
+    import captioneval.kernels.cider as kernel
+
+    cands, refs = _coco_distinct(400)
+    cands[3] = "a café with “quotes” and a dog"
+    refs[250][0] = "un caf\u00e9 \u2014 and a\u00a0dog"  # non-breaking space: a separator for str.split()
+    assert kernel._cider_numeric(cands, refs, np.array([len(r) for r in refs]), 4, 6.0, 100) is None
+    np.testing.assert_allclose(cider_d(cands, refs), references.cider_d(cands, refs)[1], rtol=0, atol=1e-12)

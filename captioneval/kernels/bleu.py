@@ -284,7 +284,8 @@ _BYTE_MASKS = np.array([(1 << (8 * l)) - 1 for l in range(8)] + [-1], dtype=np.i
 _LONG_TOKEN = np.int64(-2 ** 63)
 
 
-def _tokenize(sentences: list, single_space: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _tokenize(sentences: list, single_space: bool = False, long_vocab: dict | None = None,
+              ascii_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The tokens of every sentence as int64 keys, equal exactly when the tokens are equal:
     (n_tokens int64 (S,), ptr int64 (S+1,), key int64 (T,)); the tokens of sentence s are
     ``ptr[s]:ptr[s+1]``. Tokens are pycocoevalcap's ``s.split()`` (BLEU, CIDEr-D) or, with
@@ -295,13 +296,20 @@ def _tokenize(sentences: list, single_space: bool = False) -> tuple[np.ndarray, 
     its bytes, and a token of at most 8 bytes is its bytes read as a little-endian uint64 (zero-padded;
     non-negative as ASCII bytes are < 0x80, distinct lengths differ since no byte is 0); a longer token
     is ``-2**63 + id`` with ``id`` from a dictionary over the chunk's long tokens. Other text: the
-    key is an id from a dictionary over the split tokens."""
+    key is an id from a dictionary over the split tokens.
+
+    ``long_vocab``: a dictionary to number the long tokens with (extended in place), so that keys of
+    several calls sharing it are comparable; ``ascii_only``: return None instead of the dictionary
+    path for text that is not ASCII or holds a NUL byte (keys comparable across calls are then
+    guaranteed for every token)."""
     n_sent = len(sentences)
     if n_sent == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
     lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=n_sent)
     text = (" " if single_space else "\n").join(sentences)
     if not text.isascii() or "\0" in text:
+        if ascii_only:
+            return None
         split = [s.split(" ") if single_space else s.split() for s in sentences]
         n_tokens = np.fromiter(map(len, split), dtype=np.int64, count=n_sent)
         flat = list(chain.from_iterable(split))
@@ -337,7 +345,11 @@ def _tokenize(sentences: list, single_space: bool = False) -> tuple[np.ndarray, 
         long = np.flatnonzero(tok_len > 8)
         if len(long):
             words = [text[a:b] for a, b in zip(starts[long].tolist(), ends[long].tolist())]
-            vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
+            vocab = {w: i for i, w in enumerate(dict.fromkeys(words))} if long_vocab is None else long_vocab
+            if long_vocab is not None:
+                for w in words:
+                    if w not in vocab:
+                        vocab[w] = len(vocab)
             key[long] = _LONG_TOKEN + np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
     ptr = np.zeros(n_sent + 1, dtype=np.int64)
     np.cumsum(n_tokens, out=ptr[1:])
