@@ -226,6 +226,10 @@ def test_registry_order_groups_and_stored_run_identities_are_unchanged(settings,
             # since issue 33 METEOR is computed by the pure-Python port (equal to the jar bit for bit), whose
             # version names it; CAPTIONEVAL_METEOR=java keeps the jar's version. The run identity is the same.
             version += "/python"
+        if key == "cider_d":
+            # since issue 33 mostly distinct captions without supplied document frequencies take a
+            # numeric path whose sums run in another order (about one ulp): version /2; same run identity
+            version = "captioneval-cider-d/2"
         assert registry.METRICS[key].version == version, key
         assert pipeline.run_identity(pipeline.run_params(dataset, key, **kwargs)) == key_hash, (key, kwargs)
     supplied = pipeline.SuppliedDocumentFrequency("df.json", "ab" * 32, {})

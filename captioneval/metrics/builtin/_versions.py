@@ -3,8 +3,13 @@ metric module: discovery skips it). Bump a version whenever the numbers of its c
 it is stored with every run, so results of different versions are never mixed."""
 import os
 
-#: captioneval.kernels.cider (CIDEr-D, and set accuracy = mean CIDEr-D)
-CIDER_D_VERSION = "captioneval-cider-d/1"
+#: captioneval.kernels.cider (CIDEr-D). /2: without supplied document frequencies, mostly distinct
+#: captions take the numeric path (issue 33), whose sums run in another order (at most about one ulp
+#: from /1, equal to pycocoevalcap within 1e-15)
+CIDER_D_VERSION = "captioneval-cider-d/2"
+#: set accuracy = mean CIDEr-D of a caption set with the dataset's document frequencies (always
+#: supplied, so the path of CIDER_D_VERSION /1, unchanged)
+SET_ACCURACY_VERSION = "captioneval-cider-d/1"
 #: captioneval.kernels.diversity (Self-CIDEr, LSA, mBLEU, vocabulary)
 DIVERSITY_VERSION = "captioneval-diversity/1"
 #: captioneval.kernels.lexical on lexicalrichness 0.5.1 (TTR, Root TTR, Log TTR, HD-D, MTLD)

@@ -8,7 +8,7 @@ import numpy as np
 
 from captioneval.metrics import base
 from captioneval.kernels.diversity import accuracy, leave_one_out_accuracy
-from captioneval.metrics.builtin._versions import CIDER_D_VERSION
+from captioneval.metrics.builtin._versions import SET_ACCURACY_VERSION
 
 ORDER = 80
 
@@ -19,7 +19,7 @@ class SetAccuracy(base.Metric):
 
     key = "set_accuracy"
     name = "Accuracy (CIDEr-D)"
-    version = CIDER_D_VERSION
+    version = SET_ACCURACY_VERSION
     level = "set"
     range = (0.0, 10.0)
     needs = frozenset({base.CAPTION_SETS, base.REFERENCES, base.DOCUMENT_FREQUENCY})
