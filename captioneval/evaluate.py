@@ -405,6 +405,11 @@ def _corpus(metric, values: np.ndarray, candidates: list[str], references: list[
         return math.nan, "no caption"
     stat = corpus_stats.corpus_statistic(metric.key, jvm=True)
     if isinstance(stat, corpus_stats.BleuCorpus):
+        from captioneval.metrics.builtin.bleu import last_corpus
+
+        computed = last_corpus(candidates, references)  # the corpus values of the batch BLEU just scored
+        if computed is not None:
+            return float(computed[int(metric.key[-1]) - 1]), stat.description
         if "bleu" not in cache:
             cache["bleu"] = corpus_stats.bleu_statistics(candidates, references).sum(axis=0)
         sums = cache["bleu"]

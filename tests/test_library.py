@@ -214,6 +214,35 @@ def test_meteor_is_one_pass_over_the_jar_with_pycocoevalcaps_numbers(monkeypatch
     assert "summed" in ours.corpus_methods["meteor"]
 
 
+def test_evaluate_counts_bleu_once_and_its_corpus_values_are_pycocoevalcaps(monkeypatch):
+    """Corpus BLEU comes from the vectorised computation that gave the per-caption scores (no second
+    pass of BLEU statistics, issue 33), and equals Bleu.compute_score bit for bit, also on a subset
+    of Flickr8k-Expert where summing the per-caption statistics again gives BLEU-4 one ulp away."""
+    import random
+
+    import captioneval
+    from captioneval.kernels import corpus as corpus_stats
+    from pycocoevalcap.bleu.bleu import Bleu
+    from tests.flickr8k_data import load_flickr8k_expert_tokenized
+
+    pairs = load_flickr8k_expert_tokenized()
+    rng = random.Random(0)
+    for _ in range(27):
+        rows = rng.sample(range(len(pairs)), rng.randint(1, 50))
+    cands = [pairs[i].candidate for i in rows]
+    refs = [list(pairs[i].references) for i in rows]
+    with contextlib.redirect_stdout(io.StringIO()):
+        theirs, _ = Bleu(4).compute_score({i: r for i, r in enumerate(refs)}, {i: [c] for i, c in enumerate(cands)})
+    summed = corpus_stats.bleu_statistics(cands, refs).sum(axis=0)
+    assert float(corpus_stats.corpus_statistic("bleu_4", jvm=True).score(summed)) != theirs[3]  # the ulp
+    calls = []
+    original = corpus_stats.bleu_statistics
+    monkeypatch.setattr(corpus_stats, "bleu_statistics", lambda *a: calls.append(1) or original(*a))
+    result = captioneval.evaluate(cands, refs, metrics=["bleu_1", "bleu_2", "bleu_3", "bleu_4"], tokenized=True)
+    assert calls == []
+    assert [result.corpus[f"bleu_{n}"] for n in range(1, 5)] == list(theirs)
+
+
 def test_evaluate_facade_inputs_and_signatures():
     import captioneval
 

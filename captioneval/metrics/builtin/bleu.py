@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from captioneval.metrics import base
 from captioneval.kernels import coco
 from captioneval.kernels.bleu import bleu_scores
@@ -34,7 +36,7 @@ _VERSIONS = {"captioneval": BLEU_VERSION, "pycocoevalcap": coco.PYCOCOEVALCAP_VE
 # BLEU-1..4 are four metric objects that usually score the same batch one after another; all four
 # orders come out of one computation, so the last one is kept, keyed on the batch's *content*.
 _last_lock = threading.Lock()
-_last: tuple | None = None  # (implementation, candidates, references, per_caption (4, m))
+_last: tuple | None = None  # (implementation, candidates, references, per_caption (4, m), corpus (4,) | None)
 
 
 def _bleu_1_to_4(implementation: str, candidates, references):
@@ -46,14 +48,31 @@ def _bleu_1_to_4(implementation: str, candidates, references):
         last = _last
     if last is not None and last[0] == implementation and last[1] == cands and last[2] == refs:
         return last[3]
+    corpus = None
     if implementation == "captioneval":
-        per_caption = bleu_scores(candidates, references, n=4).per_caption
+        result = bleu_scores(candidates, references, n=4)
+        per_caption, corpus = result.per_caption, result.corpus
+        corpus.setflags(write=False)
     else:
         per_caption = coco.bleu(candidates, references, n=4)
     per_caption.setflags(write=False)
     with _last_lock:
-        _last = (implementation, cands, refs, per_caption)
+        _last = (implementation, cands, refs, per_caption, corpus)
     return per_caption
+
+
+def last_corpus(candidates, references) -> np.ndarray | None:
+    """pycocoevalcap's corpus BLEU-1..4, float64 (4,) read-only, of the last batch BLEU scored with
+    the vectorised kernel (:func:`captioneval.kernels.bleu.bleu_scores`: the same summed statistics
+    and float operations as ``Bleu.compute_score``), when ``candidates`` and ``references`` are that
+    batch; None otherwise. Lets :func:`captioneval.evaluate.evaluate` take the corpus values from
+    the computation that gave the per-caption ones instead of counting the n-grams again."""
+    cands, refs = tuple(candidates), tuple(map(tuple, references))
+    with _last_lock:
+        last = _last
+    if last is not None and last[0] == "captioneval" and last[1] == cands and last[2] == refs:
+        return last[4]
+    return None
 
 
 class Bleu(base.Metric):
