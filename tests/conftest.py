@@ -275,7 +275,7 @@ HEAVY_FIRST = (
     "test_corpus_statistics.py", "test_diversity_pipeline.py", "test_explorer.py", "test_sqlite_concurrency.py",
     "test_faults.py", "test_simulate_rate_limit.py", "test_rater_load.py", "test_xss_browser.py",
     "test_csv_injection.py", "test_leaderboard.py", "test_user_metrics.py", "test_import_limits.py",
-    "test_layering.py", "test_fuzz_forms.py", "test_benchmarks.py",
+    "test_layering.py", "test_fuzz_forms.py", "test_benchmarks.py", "test_blockpairs.py",
 )
 
 
