@@ -42,6 +42,13 @@ def test_large_weights_take_the_float64_products():
     assert bd.counts(w).tolist() == [expected]
 
 
+def test_matrices_are_bounded():
+    """The constant matrices stay under MAX_MATRIX_BYTES; a caller keeps its loop beyond (a
+    1M-row permutation test has 2M entries: 700 MB with 12 classes)."""
+    assert BlockDiscordance.fits(95_660, 12)
+    assert not BlockDiscordance.fits(2_000_000, 12)
+
+
 def test_bad_gold_is_refused():
     with pytest.raises(ValueError):
         BlockDiscordance(np.array([0.5, 1.0]))

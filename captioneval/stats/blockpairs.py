@@ -44,6 +44,8 @@ __all__ = ["BlockDiscordance"]
 
 #: float32 holds every integer below this exactly
 _F32_EXACT = 2 ** 24
+#: largest constant block matrix a caller should build (:meth:`BlockDiscordance.fits`)
+MAX_MATRIX_BYTES = 256 * 2 ** 20
 
 
 class BlockDiscordance:
@@ -74,6 +76,13 @@ class BlockDiscordance:
         above = y.astype(np.int64) @ np.tril(np.ones((self.k, self.k), dtype=np.int64), k=-1)
         self._m32 = np.concatenate((u, y, above.astype(bool)), axis=2).astype(np.float32)  # (T, B, B + 2K)
         self._m64 = None
+
+    @staticmethod
+    def fits(length: int, k: int, block: int = 64) -> bool:
+        """Whether the constant matrices for ``length`` entries and ``k`` gold classes (float32,
+        (T, B, B + 2K)) stay within :data:`MAX_MATRIX_BYTES`; callers keep their loop otherwise."""
+        blocks = max(1, -(-int(length) // block))
+        return blocks * block * (block + 2 * int(k)) * 4 <= MAX_MATRIX_BYTES
 
     def counts(self, a: np.ndarray) -> np.ndarray:
         """D of every row of ``a``: int64 array (b,).

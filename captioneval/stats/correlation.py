@@ -324,7 +324,7 @@ class _WeightedSample:
                     s_y2 = (m_y * m_y).sum(axis=0)
                     s_xy2 = (m_xy * m_xy).sum(axis=0)
                     untied = (n * n - s_x2 - s_y2 + s_xy2) / 2.0  # C + D
-                    if vectorised() and self.n_y <= _BLOCK_MAX_CLASSES:
+                    if vectorised() and self.n_y <= _BLOCK_MAX_CLASSES and BlockDiscordance.fits(self.n_cells, self.n_y):
                         discordant = self._block_discordance().counts(m_xy.T).astype(np.float64)
                     else:
                         discordant = self._discordant(m_xy)

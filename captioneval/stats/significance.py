@@ -271,14 +271,20 @@ class _MixedStatistic:
         # Few gold classes (rating scales, vote fractions): D by block matrix products
         # (captioneval.stats.blockpairs); metric 2's D from metric 1's (see _kendall_counts_blocks).
         self.blocks = None
-        if k <= _BLOCK_MAX_CLASSES:
+        if k <= _BLOCK_MAX_CLASSES and BlockDiscordance.fits(2 * n, k):
             self.blocks = BlockDiscordance(yu)
-            seen = np.cumsum(yu[:, None] == np.arange(k)[None, :], axis=0, dtype=np.int32)  # entries <= p per class
-            at_or_below = np.take_along_axis(np.cumsum(seen, axis=1, dtype=np.int64), yu[:, None], 1)[:, 0]
+            # per entry p: entries q <= p with gold <= gold_p, and with gold == gold_p (one class at a
+            # time: O(n) memory whatever the number of classes)
+            at_or_below = np.zeros(2 * n, dtype=np.int64)
+            same = np.zeros(2 * n, dtype=np.int64)
+            for c in range(k):
+                in_c = yu == c
+                running = np.cumsum(in_c, dtype=np.int64)
+                at_or_below += np.where(yu >= c, running, 0)
+                same[in_c] = running[in_c]
             higher_before = np.arange(2 * n) - (at_or_below - 1)  # q < p with gold_q > gold_p
             below_all = np.concatenate(([0], np.cumsum(2 * ycounts)))[yu]  # entries with gold < gold_p
-            lower_after = below_all - (at_or_below - seen[np.arange(2 * n), yu])  # q > p, gold_q < gold_p
-            del seen
+            lower_after = below_all - (at_or_below - same)  # q > p, gold_q < gold_p
             pair_w = higher_before + lower_after  # pairs of the full order that entry p belongs to
             self.block_total = int(lower_after.sum())
             self.block_lut = _nibble_table(pair_w[self.e2] - pair_w[self.e1])
