@@ -185,6 +185,23 @@ def learned_offline(monkeypatch, tmp_path):
     learned_models.offline(monkeypatch, tmp_path)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Before a test's fixtures are torn down (its database flushed or rolled back), wait up to 30 s
+    for the background jobs it started (:func:`metrics.jobs.in_background` threads, named
+    ``captioneval-*``: reports a live-server page asked for) to finish. A job still running then
+    would touch a database that is being emptied; the stop CI of c8bb42a had one such teardown
+    error (tests/test_dashboard_browser.py::test_live_progress_percentage, a scatter report still
+    computing)."""
+    import threading
+    import time
+
+    deadline = time.monotonic() + 30.0
+    for thread in threading.enumerate():
+        if thread.name.startswith("captioneval-") and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
 @pytest.fixture(autouse=True)
 def _celery_join_allowed():
     """Each test starts with Celery's process-wide "a join would block" flag off.
