@@ -32,9 +32,10 @@ are added in float64 (exact below 2**53) and returned as int64. So D is the same
 pair-by-pair count, scipy.stats.kendalltau's merge-sort count, or the bit-level cumulative sums of
 :mod:`captioneval.stats.significance` give.
 
-Cost per sample: 2 L (B + K) multiply-adds in BLAS (OpenBLAS sgemm) plus O(L K / B) for the
+Cost per sample: L (B + 2K) multiply-adds in BLAS (OpenBLAS sgemm) plus O(L K / B) for the
 cross part, against O(L log K) passes of cumulative sums; about 10x faster at L = 95,660,
-K = 12, B = 64 (``benchmarks/report_speed.py``).
+K = 12, B = 64 (``benchmarks/report_speed.py``). Samples are the columns of the products
+(:meth:`BlockDiscordance.counts_columns`).
 """
 from __future__ import annotations
 
@@ -74,13 +75,15 @@ class BlockDiscordance:
         # [U | Y | Y G] with G[k', k] = [k' > k]: one product gives the within-block rows, the
         # weight per gold class and the weight with gold above each class
         above = y.astype(np.int64) @ np.tril(np.ones((self.k, self.k), dtype=np.int64), k=-1)
-        self._m32 = np.concatenate((u, y, above.astype(bool)), axis=2).astype(np.float32)  # (T, B, B + 2K)
+        # transposed, (T, B + 2K, B): the samples are the columns of each block's product
+        self._m32 = np.ascontiguousarray(
+            np.concatenate((u, y, above.astype(bool)), axis=2).transpose(0, 2, 1), dtype=np.float32)
         self._m64 = None
 
     @staticmethod
     def fits(length: int, k: int, block: int = 64) -> bool:
         """Whether the constant matrices for ``length`` entries and ``k`` gold classes (float32,
-        (T, B, B + 2K)) stay within :data:`MAX_MATRIX_BYTES`; callers keep their loop otherwise."""
+        (T, B + 2K, B)) stay within :data:`MAX_MATRIX_BYTES`; callers keep their loop otherwise."""
         blocks = max(1, -(-int(length) // block))
         return blocks * block * (block + 2 * int(k)) * 4 <= MAX_MATRIX_BYTES
 
@@ -88,14 +91,32 @@ class BlockDiscordance:
         """D of every row of ``a``: int64 array (b,).
 
         a: non-negative integer weights, shape (b, L) (bool, integer or integer-valued float).
+        Raises ValueError for another shape. Same as ``counts_columns(a.T)``.
         """
         a = np.asarray(a)
-        b = a.shape[0]
-        if a.shape != (b, self.length):
+        if a.ndim != 2 or a.shape[1] != self.length:
             raise ValueError(f"weights must have shape (b, {self.length}), got {a.shape}")
+        return self.counts_columns(a.T)
+
+    def counts_columns(self, at: np.ndarray) -> np.ndarray:
+        """D of every column of ``at``: int64 array (b,).
+
+        at: non-negative integer weights, shape (L, b), one sample per column (bool, integer or
+        integer-valued float): the layout of a count matrix (entries x resamples) and of gathered
+        permutation draws, so no transposition is needed.
+        Raises ValueError for another shape.
+
+        Per block one GEMM ``r_t = M_t^T A_t`` (A_t (B, b)); the weights with gold above each class
+        in the earlier blocks are accumulated block by block on (K, b) rows (numpy's ``cumsum``
+        along an outer axis is several times slower than this loop).
+        """
+        at = np.asarray(at)
+        if at.ndim != 2 or at.shape[0] != self.length:
+            raise ValueError(f"weights must have shape ({self.length}, b), got {at.shape}")
+        b = at.shape[1]
         if b == 0:
             return np.zeros(0, dtype=np.int64)
-        top = float(a.max()) if a.size else 0.0
+        top = float(at.max()) if at.size else 0.0
         exact32 = (self.block * top) ** 2 / 2 < _F32_EXACT and self.length * top < _F32_EXACT
         dtype = np.float32 if exact32 else np.float64
         if exact32:
@@ -105,17 +126,16 @@ class BlockDiscordance:
                 self._m64 = self._m32.astype(np.float64)
             m = self._m64
         nb, bs, k = self.n_blocks, self.block, self.k
-        a3 = np.zeros((nb, b, bs), dtype=dtype)  # block-major: each block's product is one contiguous GEMM
-        full = self.length // bs
-        a3[:full] = a[:, : full * bs].reshape(b, full, bs).transpose(1, 0, 2)
-        if full < nb:
-            a3[full, :, : self.length - full * bs] = a[:, full * bs:]
-        r = np.matmul(a3, m)  # (T, b, B + 2K)
-        within = np.einsum("tbp,tbp->b", r[:, :, :bs], a3, dtype=np.float64)
-        classes = np.ascontiguousarray(r[:, :, bs:].transpose(1, 0, 2))  # (b, T, 2K)
-        per_class = classes[:, :, :k]  # weight per gold class per block
-        above = classes[:, :, k:]  # ... with gold above the class, same block
-        before = np.cumsum(above, axis=1)
-        before -= above  # ... in earlier blocks
-        cross = np.einsum("btk,btk->b", per_class, before, dtype=np.float64)
+        a3 = np.zeros((nb * bs, b), dtype=dtype)
+        a3[: self.length] = at
+        a3 = a3.reshape(nb, bs, b)
+        r = np.matmul(m, a3)  # (T, B + 2K, b)
+        within = np.einsum("tpb,tpb->b", r[:, :bs], a3, dtype=np.float64)
+        above = r[:, bs + k:]  # weight with gold above each class, per block
+        before = np.empty_like(above)  # ... in the earlier blocks
+        acc = np.zeros(above.shape[1:], dtype=dtype)
+        for t in range(nb):
+            before[t] = acc
+            acc += above[t]
+        cross = np.einsum("tkb,tkb->b", r[:, bs:bs + k], before, dtype=np.float64)
         return np.rint(within + cross).astype(np.int64)

@@ -290,6 +290,7 @@ class _MixedStatistic:
             self.block_lut = _nibble_table(pair_w[self.e2] - pair_w[self.e1])
             self.block_base = int(pair_w[self.e1].sum())
             self.not_fz_u = ~self.from_z2_u
+            self.tie_runs = self._tie_run_matrix()
 
     def _multi_runs(self, starts: np.ndarray):
         """(first positions, last positions, lengths) of the runs of length >= 2, or None."""
@@ -391,16 +392,84 @@ class _MixedStatistic:
             out.append(((m * (m - 1) // 2).sum(axis=1), np.maximum(m - 1, 0).sum(axis=1)))
         return out[0], out[1]
 
+    def _tie_run_matrix(self):
+        """Per-run selected counts as a linear function of the swap bits, for the runs of length >= 2
+        of equal value (``vb``) then of equal (value, gold) (``vyb``): row i selects its z1 entry
+        unless swapped, so the selected count of run r is ``base_r + sum_i S_i (in_r(e2(i)) -
+        in_r(e1(i)))``. Returns (base float32 (R,), sparse float32 (R, n) of those +-1 terms) or None."""
+        labels, base, offset = [], [], 0
+        for runs in (self.vb, self.vyb):
+            if runs is None:
+                continue
+            first, last, length = runs
+            run_of = np.full(2 * self.n, -1, dtype=np.int64)  # run of each U position, -1 outside
+            starts = np.cumsum(length) - length
+            run_of[np.repeat(first - starts, length) + np.arange(int(length.sum()))] = \
+                np.repeat(np.arange(len(first)), length)
+            r1, r2 = run_of[self.e1], run_of[self.e2]
+            labels.append((r1, r2, offset))
+            base.append(np.bincount(r1[r1 >= 0], minlength=len(first)))
+            offset += len(first)
+        if not labels:
+            return None
+        rows, cols, vals = [], [], []
+        for r1, r2, off in labels:
+            moved = np.flatnonzero(r1 != r2)
+            for run, sign in ((r2, 1.0), (r1, -1.0)):
+                keep = moved[run[moved] >= 0]
+                rows.append(run[keep] + off)
+                cols.append(keep)
+                vals.append(np.full(len(keep), sign, dtype=np.float32))
+        matrix = scipy.sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                                         shape=(offset, self.n), dtype=np.float32)
+        return np.concatenate(base).astype(np.float32), matrix
+
+    @staticmethod
+    def _runs_from_counts(m1: np.ndarray, runs):
+        """:meth:`_run_ties` from the selected counts ``m1`` (R, b) (float32 integers, one sample per
+        column) of the runs: ``sum m (m - 1) / 2 = (sum m^2 - sum m) / 2`` and ``sum max(m - 1, 0) =
+        sum m - #{m > 0}``, for metric 1 and for metric 2's counts ``length - m1`` (every term an
+        integer below 2**53 in float64: exact)."""
+        length = runs[2]
+        lf = length.astype(np.float64)
+        s1 = m1.sum(axis=0, dtype=np.float64)
+        q1 = np.einsum("rb,rb->b", m1, m1, dtype=np.float64)
+        lm = np.einsum("r,rb->b", lf, m1, dtype=np.float64)
+        s2 = float(lf.sum()) - s1
+        q2 = float(lf @ lf) - 2.0 * lm + q1
+        nz1 = np.count_nonzero(m1, axis=0)
+        nz2 = np.count_nonzero(m1 < lf.astype(np.float32)[:, None], axis=0)
+        out = []
+        for s_, q, nz in ((s1, q1, nz1), (s2, q2, nz2)):
+            out.append((np.rint((q - s_) / 2.0).astype(np.int64), np.rint(s_).astype(np.int64) - nz))
+        return out[0], out[1]
+
     def _kendall_counts_blocks(self, swaps: np.ndarray):
         """As :meth:`_kendall_counts`, D by :class:`BlockDiscordance`. With ``a`` metric 1's
         selection and P the full order's discordant pairs, metric 2 selects ``1 - a``, so
         ``D2 = sum_{q<p} (1 - a_q)(1 - a_p) P_qp = |P| - sum_u a_u w_u + D1`` (w_u: pairs of P that
-        entry u belongs to; linear in the swap bits, :func:`_nibble_dot`)."""
-        a = np.take(swaps, self.rows_u, axis=1)
-        np.logical_xor(a, self.not_fz_u, out=a)  # entries selected by metric 1
-        cum_a = np.cumsum(a, axis=1, dtype=np.int32) if (self.vb is not None or self.vyb is not None) else None
-        (v1, v2), (vy1, vy2) = self._run_ties(cum_a, a, self.vb), self._run_ties(cum_a, a, self.vyb)
-        d1 = self.blocks.counts(a)
+        entry u belongs to; linear in the swap bits, :func:`_nibble_dot`). The selections are
+        gathered as columns (2n, b) (:meth:`BlockDiscordance.counts_columns`); the runs' selected
+        counts for the ties are linear in the swap bits too (:meth:`_tie_run_matrix`)."""
+        b = swaps.shape[0]
+        st = np.ascontiguousarray(swaps.T)  # (n, b)
+        at = np.take(st, self.rows_u, axis=0)
+        np.logical_xor(at, self.not_fz_u[:, None], out=at)  # entries selected by metric 1, (2n, b)
+        d1 = self.blocks.counts_columns(at)
+        zero = np.zeros(b, dtype=np.int64)
+        ties = {"vb": ((zero, zero), (zero, zero)), "vyb": ((zero, zero), (zero, zero))}
+        if self.tie_runs is not None:
+            base, matrix = self.tie_runs
+            m_all = matrix @ st.view(np.uint8).astype(np.float32)  # exact integers (|m| < 2**24)
+            m_all += base[:, None]
+            offset = 0
+            for name in ("vb", "vyb"):
+                runs = getattr(self, name)
+                if runs is not None:
+                    r = len(runs[0])
+                    ties[name] = self._runs_from_counts(m_all[offset:offset + r], runs)
+                    offset += r
+        (v1, v2), (vy1, vy2) = ties["vb"], ties["vyb"]
         d2 = self.block_total - (_nibble_dot(self.block_lut, swaps) + self.block_base) + d1
         return (d1, v1[0], vy1[0], v1[1]), (d2, v2[0], vy2[0], v2[1])
 
