@@ -326,14 +326,15 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
         "ratings": int(dataset_judgments(dataset, criterion).count()),
     }
     names = {metric: metric_name(metric, run) for metric, run in runs.items()}
-    ceiling_data = _ceiling_data(dataset, criterion)  # database reads stay in this thread
     threads = report_threads()
     with _Parts(threads) as parts:
         # the longest parts first: the permutation tests (one per pair of metrics, on threads of
-        # their own), then the ceiling
+        # their own), then the ceiling, whose ratings are read (database reads stay in this thread)
+        # while the permutation tests run
         sig = None
         if significance and len(runs) >= 2 and settings["n_permutations"] > 0:
             sig = parts.submit(_significance_block, rows, runs, names, headline, settings, threads)
+        ceiling_data = _ceiling_data(dataset, criterion)
         ceiling = parts.submit(_rating_ceiling, ceiling_data, proto, headline, n_resamples, seed)
         pending = {}
         for metric in runs:

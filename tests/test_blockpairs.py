@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from captioneval.stats.blockpairs import BlockDiscordance
+from captioneval.stats.blockpairs import BlockDiscordance, integer_cumsum
 from captioneval.stats.engine import reference_path
 from captioneval.stats.significance import _mixed_distribution, _MixedStatistic, _SwapDraws, _zscore
 
@@ -127,3 +127,14 @@ def test_permutation_block_path_without_tied_values():
     for metric_old, metric_new in zip(old, new):
         for a, b in zip(metric_old, metric_new):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 63, 64, 65, 47_830])
+def test_integer_cumsum_equals_numpys(rows):
+    """The blocked cumulative sum of counts equals np.cumsum bit for bit (floats holding integers, and ints)."""
+    counts = np.random.default_rng(rows).poisson(3.0, size=(rows, 7))
+    for x in (counts.astype(np.float64), counts):
+        out = integer_cumsum(x)
+        assert out.dtype == x.dtype and np.array_equal(out, np.cumsum(x, axis=0))
+    with pytest.raises(ValueError):
+        integer_cumsum(np.zeros(5))

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["BlockDiscordance"]
+__all__ = ["BlockDiscordance", "integer_cumsum"]
 
 #: float32 holds every integer below this exactly
 _F32_EXACT = 2 ** 24
@@ -139,3 +139,28 @@ class BlockDiscordance:
             acc += above[t]
         cross = np.einsum("tkb,tkb->b", r[:, bs:bs + k], before, dtype=np.float64)
         return np.rint(within + cross).astype(np.int64)
+
+
+def integer_cumsum(x: np.ndarray, block: int = 64) -> np.ndarray:
+    """``np.cumsum(x, axis=0)`` of a 2-D array (n, b) of integer-valued floats or integers, several
+    times faster for tall arrays: numpy accumulates along an outer axis one element column at a time
+    (about 16 ns per element at (47,000, 21)), here the rows are cut into blocks of ``block``, summed
+    within the blocks by ``block - 1`` row additions over all blocks at once, and the block totals
+    added after. Every partial sum is an integer, so the result is the same as numpy's whatever the
+    order (for floats as long as the sums stay below 2**53; callers pass counts). Returns a new array
+    of ``x``'s dtype; raises ValueError for an array that is not 2-D."""
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"expected a 2-D array, got shape {x.shape}")
+    n, b = x.shape
+    blocks = max(1, -(-n // block))
+    out = np.zeros((blocks * block, b), dtype=x.dtype)
+    out[:n] = x
+    p = out.reshape(blocks, block, b)
+    for j in range(1, block):
+        p[:, j] += p[:, j - 1]
+    totals = p[:, -1].copy()  # (blocks, b): each block's sum
+    for t in range(1, blocks):
+        totals[t] += totals[t - 1]
+    p[1:] += totals[:-1, None, :]
+    return out[:n]

@@ -51,7 +51,7 @@ import numpy as np
 import scipy.sparse as sparse
 import scipy  # scipy.stats loads on first use (scipy's lazy submodules): half a second of start-up
 
-from captioneval.stats.blockpairs import BlockDiscordance
+from captioneval.stats.blockpairs import BlockDiscordance, integer_cumsum
 from captioneval.stats.engine import vectorised
 from captioneval.stats.results import Estimate, finite_or_none, percentile_interval
 
@@ -307,7 +307,12 @@ class _WeightedSample:
             if "spearman" in statistics:
                 mid = (n + 1.0) / 2.0
                 # average rank of each distinct value in the weighted sample, centred
-                rx = np.cumsum(m_x, axis=0) - (m_x - 1.0) / 2.0 - mid
+                # (m_x holds counts: integer_cumsum equals np.cumsum exactly)
+                rx = integer_cumsum(m_x)
+                half = m_x - 1.0
+                half /= 2.0
+                rx -= half
+                rx -= mid  # (cumsum - (m_x - 1) / 2) - mid, in place
                 ry = np.cumsum(m_y, axis=0) - (m_y - 1.0) / 2.0 - mid
                 var_x = (m_x * rx * rx).sum(axis=0)
                 var_y = (m_y * ry * ry).sum(axis=0)
@@ -325,7 +330,7 @@ class _WeightedSample:
                     s_xy2 = (m_xy * m_xy).sum(axis=0)
                     untied = (n * n - s_x2 - s_y2 + s_xy2) / 2.0  # C + D
                     if vectorised() and self.n_y <= _BLOCK_MAX_CLASSES and BlockDiscordance.fits(self.n_cells, self.n_y):
-                        discordant = self._block_discordance().counts(m_xy.T).astype(np.float64)
+                        discordant = self._block_discordance().counts_columns(m_xy).astype(np.float64)
                     else:
                         discordant = self._discordant(m_xy)
                     s_stat = untied - 2.0 * discordant  # C - D
