@@ -141,3 +141,17 @@ def test_weighted_pair_sums_count_the_materialised_sample():
         assert sums["d"][r] == (prod < 0).sum()
         assert (sums["sx2"][r] - xr.size) // 2 == (xr[i] == xr[j]).sum()
         assert (sums["sxy2"][r] - xr.size) // 2 == ((xr[i] == xr[j]) & (yr[i] == yr[j])).sum()
+
+
+@pytest.mark.parametrize("distinct", [3, 1024, 1025, 40_000])
+def test_dense_ranks_equal_numpy_unique(distinct):
+    """Both ways of batched._dense_ranks (search of few distinct values, argsort of many) give
+    np.unique's inverse and count, on values with repeats, negative zero and ties."""
+    from captioneval.stats.batched import _dense_ranks
+
+    rng = np.random.default_rng(distinct)
+    v = rng.integers(0, distinct, 50_000) / 7.0 - 3.0
+    v[:3] = [0.0, -0.0, 0.0]
+    ranks, k = _dense_ranks(v)
+    uniq, inverse = np.unique(v, return_inverse=True)
+    assert k == uniq.size and np.array_equal(ranks, inverse.ravel())
