@@ -34,13 +34,16 @@ def test_counts_equal_the_pair_by_pair_count(block):
 
 
 def test_large_weights_take_the_float64_products():
-    """Weights whose block sums leave float32's exact integers (2**24) are counted in float64."""
+    """Weights whose total leaves float32's exact integers (2**24) are counted in float64; large
+    weights below that total stay exact in the float32 products."""
     gold = np.array([3, 1, 2, 0, 2, 1, 0, 3])
-    w = np.array([[5000, 7000, 3000, 9000, 1, 0, 4000, 2]])
     bd = BlockDiscordance(gold, block=8)
-    expected = sum(int(w[0, q]) * int(w[0, p]) for q in range(8) for p in range(q + 1, 8) if gold[q] > gold[p])
-    assert (8 * 9000) ** 2 / 2 > 2 ** 24
-    assert bd.counts(w).tolist() == [expected]
+    for w in (np.array([[5000, 7000, 3000, 9000, 1, 0, 4000, 2]]),
+              np.array([[5_000_000, 7_000_000, 3, 9_000_001, 1, 0, 4000, 2]])):
+        expected = sum(int(w[0, q]) * int(w[0, p]) for q in range(8) for p in range(q + 1, 8) if gold[q] > gold[p])
+        assert bd.counts(w).tolist() == [expected]
+        assert bd.counts(w.astype(np.float64)).tolist() == [expected]
+    assert w.sum() > 2 ** 24 and bd._m64 is not None  # the second took the float64 products
 
 
 def test_matrices_are_bounded():

@@ -25,10 +25,11 @@ How: the entries are cut into blocks of ``block`` consecutive entries (the last 
   The cross-block part is ``sum_t sum_k c_t[k] * (weight in earlier blocks with gold > k)``,
   exclusive cumulative sums over classes and blocks.
 
-Exactness: every product and partial sum is an integer. The matrix products run in float32, whose
-integers are exact below 2**24: a block holds at most B * max(a) weight, a within-block sum at most
-(B * max(a))**2 / 2, which is checked (float64 products otherwise); block sums and the cross part
-are added in float64 (exact below 2**53) and returned as int64. So D is the same integer that a
+Exactness: every product and partial sum is an integer. The matrix products and the sums over
+earlier blocks run in float32, whose integers are exact below 2**24: every entry of ``A_t M_t`` and
+every running class sum is at most the sample's total weight, which is checked (float64 products
+otherwise); the within-block and cross products are multiplied and summed in float64 (exact below
+2**53: D is at most the total weight squared over 2) and returned as int64. So D is the same integer that a
 pair-by-pair count, scipy.stats.kendalltau's merge-sort count, or the bit-level cumulative sums of
 :mod:`captioneval.stats.significance` give.
 
@@ -116,8 +117,9 @@ class BlockDiscordance:
         b = at.shape[1]
         if b == 0:
             return np.zeros(0, dtype=np.int64)
-        top = float(at.max()) if at.size else 0.0
-        exact32 = (self.block * top) ** 2 / 2 < _F32_EXACT and self.length * top < _F32_EXACT
+        # the largest sum a float32 product or running sum can hold: the sample's total weight
+        total = self.length if at.dtype == bool else float(at.sum(axis=0, dtype=np.float64).max())
+        exact32 = total < _F32_EXACT
         dtype = np.float32 if exact32 else np.float64
         if exact32:
             m = self._m32
