@@ -65,6 +65,7 @@ from .reports import (
     check_criterion,
     completed_runs,
     dataset_judgments,
+    fetch_rows,
     judgment_rows,
     metric_name,
     per_pair,
@@ -398,7 +399,9 @@ def _named(comparison: dict, names: dict) -> dict:
 
 def _ceiling_data(dataset, criterion):
     """(caption ids, raters, scores) of every rating of the criterion: the human ceiling's input."""
-    data = list(dataset_judgments(dataset, criterion).values_list("caption_id", "rater", "score"))
+    # ordered by caption and rater, as the report's rows (the model's default order joins five tables)
+    data = fetch_rows(dataset_judgments(dataset, criterion).order_by("caption_id", "rater", "pk")
+                      .values_list("caption_id", "rater", "score"))
     items = np.array([d[0] for d in data])
     raters = np.array([d[1] for d in data], dtype=object)
     scores = np.array([d[2] for d in data], float)

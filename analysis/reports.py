@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+from django.db import connections
 
 from captioneval.stats import STATISTICS, AgreementReport, finite_or_none, metric_agreement, per_group_rank_agreement
 from crowd.models import Caption, Dataset, HumanJudgment
@@ -149,13 +150,23 @@ class Rows:
     system: np.ndarray | None = None  # (n_rows,) system ids
 
 
+def fetch_rows(qs) -> list[tuple]:
+    """The rows of a ``values_list`` queryset of plain columns (integers, floats, text) through a
+    database cursor: the tuples Django would give, without its per-row iteration (a third to a half
+    of the time on 100,000+ rows). Not for fields whose values Django converts (dates, JSON, decimals)."""
+    sql, params = qs.query.sql_with_params()
+    with connections[qs.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
 def judgment_rows(dataset: Dataset, runs: dict[str, MetricRun], criterion: str | None = None, collapse: bool | None = None) -> Rows:
     """Gather the rating rows of ``dataset`` (judged candidates only) with their metric scores.
 
     ``collapse`` (default: the protocol's ``rows == "mean"``) replaces each caption's ratings by one
     row holding their mean (e.g. the fraction of "yes" votes of Flickr8k-CrowdFlower)."""
     data = np.array(
-        list(
+        fetch_rows(
             dataset_judgments(dataset, criterion)
             .order_by("caption_id", "rater")
             .values_list("caption_id", "image_id", "score", "system_id")
@@ -173,13 +184,17 @@ def judgment_rows(dataset: Dataset, runs: dict[str, MetricRun], criterion: str |
     caption = data[:, 0].astype(np.int64)
     metric = {}
     for key, run in runs.items():
-        values = dict(MetricScore.objects.filter(run=run).values_list("caption_id", "value"))
-        missing = [c for c in np.unique(caption) if c not in values]
-        if missing:
+        scored = fetch_rows(MetricScore.objects.filter(run=run).order_by("caption_id").values_list("caption_id", "value"))
+        ids = np.array([c for c, _ in scored], dtype=np.int64)  # ascending, one score per caption
+        values = np.array([v for _, v in scored], dtype=float)
+        at = np.minimum(np.searchsorted(ids, caption), max(len(ids) - 1, 0))
+        found = ids[at] == caption if len(ids) else np.zeros(len(caption), dtype=bool)
+        if not found.all():
+            missing = np.unique(caption[~found])
             raise ReportError(f"run {run.pk} of {key!r} lacks scores for {len(missing)} judged captions")
         # A metric where lower is better (an uploaded distance, a plugin declaring higher="worse")
         # is negated, so every report reads "higher = better" and ranks metrics the same way.
-        metric[key] = uploads.metric_sign(key, run) * np.array([values[c] for c in caption], dtype=float)
+        metric[key] = uploads.metric_sign(key, run) * values[at]
     return Rows(caption, data[:, 1].astype(np.int64), data[:, 2], metric, data[:, 3].astype(np.int64))
 
 
