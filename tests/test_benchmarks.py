@@ -15,7 +15,7 @@ import scipy.stats as st
 from django.core.management.base import CommandError
 
 from analysis.benchmarks import benchmark_report, comparison, comparison_csv_rows, comparison_latex
-from analysis.reports import correlation_report
+from analysis.reports import ReportError, correlation_report, judgment_rows
 from crowd.models import Caption, Dataset, HumanJudgment, PairwiseJudgment
 from metrics.models import MetricRun, MetricScore
 
@@ -138,6 +138,12 @@ def test_expert_report_every_level_against_scipy(expert):
     other = benchmark_report("sub", n_resamples=200, n_permutations=200, seed=4, use_cache=False)
     assert other["metrics"]["cider_d"]["item"]["ci95"] != report["metrics"]["cider_d"]["item"]["ci95"]
     assert other["metrics"]["cider_d"]["item"]["values"] == report["metrics"]["cider_d"]["item"]["values"]
+    # a run that lacks a judged caption's score is refused, naming how many are missing
+    run = MetricRun.objects.get(dataset=expert, metric="bleu_1")
+    judged = HumanJudgment.objects.filter(image__dataset=expert, caption__isnull=False).values_list("caption_id", flat=True)
+    MetricScore.objects.filter(run=run, caption_id__in=list(judged.order_by("caption_id").distinct()[:2])).delete()
+    with pytest.raises(ReportError, match="lacks scores for 2 judged captions"):
+        judgment_rows(expert, {"bleu_1": run})
 
 
 def test_thumb_system_level_criteria_and_no_ceiling(thumb):
