@@ -96,6 +96,16 @@ def test_kendall_discordance_of_real_rows_equals_scipy():
     assert tau_b == pytest.approx(st.kendalltau(x, y).statistic, abs=1e-15)
 
 
+def assert_block_counts_equal_the_bit_level_counts(engine, swaps):
+    """D, ties and surplus counts of both metrics: block products against the bit-level loop."""
+    with reference_path():
+        old = engine._kendall_counts(swaps)
+    new = engine._kendall_counts(swaps)
+    for metric_old, metric_new in zip(old, new):
+        for a, b in zip(metric_old, metric_new):
+            assert np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("statistic", ["kendall_tau_b", "kendall_tau_c", "kendall_tau_23", "pairwise_accuracy"])
 def test_permutation_block_path_equals_the_bit_level_path_on_real_rows(statistic):
     x, y = crowdflower_rows()
@@ -104,12 +114,7 @@ def test_permutation_block_path_equals_the_bit_level_path_on_real_rows(statistic
     engine = _MixedStatistic(_zscore(x), _zscore(other), y, statistic)
     assert engine.blocks is not None
     swaps = _SwapDraws(x.size, 4).next(6)
-    with reference_path():
-        old = engine._kendall_counts(swaps)
-    new = engine._kendall_counts(swaps)
-    for metric_old, metric_new in zip(old, new):
-        for a, b in zip(metric_old, metric_new):
-            assert np.array_equal(a, b)
+    assert_block_counts_equal_the_bit_level_counts(engine, swaps)
     with reference_path():
         o1, d1 = _mixed_distribution(_zscore(x), _zscore(other), y, statistic, 30, 2)
     o2, d2 = _mixed_distribution(_zscore(x), _zscore(other), y, statistic, 30, 2)
@@ -124,12 +129,7 @@ def test_permutation_block_path_without_tied_values():
     engine = _MixedStatistic(z1, z2, y, "kendall_tau_b")
     assert engine.blocks is not None and engine.vb is None and engine.tie_runs is None
     swaps = _SwapDraws(x.size, 5).next(4)
-    with reference_path():
-        old = engine._kendall_counts(swaps)
-    new = engine._kendall_counts(swaps)
-    for metric_old, metric_new in zip(old, new):
-        for a, b in zip(metric_old, metric_new):
-            assert np.array_equal(a, b)
+    assert_block_counts_equal_the_bit_level_counts(engine, swaps)
 
 
 @pytest.mark.parametrize("rows", [0, 1, 63, 64, 65, 47_830])
