@@ -328,20 +328,32 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
     }
     names = {metric: metric_name(metric, run) for metric, run in runs.items()}
     threads = report_threads()
-    with _Parts(threads) as parts:
-        # the longest parts first: the permutation tests (one per pair of metrics, on threads of
-        # their own), then the ceiling, whose ratings are read (database reads stay in this thread)
-        # while the permutation tests run
+    with_sig = significance and len(runs) >= 2 and settings["n_permutations"] > 0
+    # the permutation part only waits for its own threads (one per pair of metrics): one more thread here
+    with _Parts(threads + 1 if with_sig and threads > 1 else threads) as parts:
+        # the longest parts first (a part waits for a free thread in submission order): the permutation
+        # tests, the item level of the metric with the most distinct values (the bootstrap's cell
+        # tables grow with them), the ceiling (its ratings read meanwhile: database reads stay in this
+        # thread), then the other item levels and the image and system levels
         sig = None
-        if significance and len(runs) >= 2 and settings["n_permutations"] > 0:
+        if with_sig:
             sig = parts.submit(_significance_block, rows, runs, names, headline, settings, threads)
+        by_cost = sorted(runs, key=lambda m: -np.unique(rows.metric[m]).size)
+        pending = {}
+
+        def item(metric):
+            if "item" in levels:
+                pending[metric, "item"] = parts.submit(_item_block, names[metric], rows.metric[metric], rows, statistics,
+                                                       n_resamples, seed)
+
+        if by_cost:
+            item(by_cost[0])
         ceiling_data = _ceiling_data(dataset, criterion)
         ceiling = parts.submit(_rating_ceiling, ceiling_data, proto, headline, n_resamples, seed)
-        pending = {}
-        for metric in runs:
+        for metric in by_cost[1:]:
+            item(metric)
+        for metric in by_cost:
             x = rows.metric[metric]
-            if "item" in levels:
-                pending[metric, "item"] = parts.submit(_item_block, names[metric], x, rows, statistics, n_resamples, seed)
             if "image" in levels:
                 pending[metric, "image"] = parts.submit(_image_block, x, rows, statistics, n_resamples, seed)
             if "system" in levels and n_systems >= 3:
