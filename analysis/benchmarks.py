@@ -255,18 +255,19 @@ class _Parts:
 
 
 def _item_block(name, x, rows, statistics, n_resamples, seed) -> dict:
-    agreement = metric_agreement(name, x, rows.human, rows.image, statistics, n_resamples=n_resamples, seed=seed)
-    # tau_23, acc_23 and acc_eq over all pairs of rows (no grouping: mt-metrics-eval
-    # average_by="none"), so the per-group averages do not apply and the figures are unchanged.
+    """The item level's correlations with their bootstrap intervals (without "pairwise")."""
+    return metric_agreement(name, x, rows.human, rows.image, statistics, n_resamples=n_resamples, seed=seed).level_block()
+
+
+def _pairwise_block(x, rows) -> dict:
+    """The item level's "pairwise" entry: tau_23, acc_23 and acc_eq over all pairs of rows (no
+    grouping: mt-metrics-eval average_by="none", so the per-group averages do not apply)."""
     calibrated = tie_calibrated_accuracy(x, rows.human)
     return {
-        **agreement.level_block(),
-        "pairwise": {
-            "kendall_tau_23": finite_or_none(kendall_tau_23(x, rows.human)),
-            "pairwise_accuracy": finite_or_none(pairwise_accuracy(x, rows.human)),
-            "acc_eq": finite_or_none(calibrated.accuracy),
-            "epsilon": finite_or_none(calibrated.epsilon),
-        },
+        "kendall_tau_23": finite_or_none(kendall_tau_23(x, rows.human)),
+        "pairwise_accuracy": finite_or_none(pairwise_accuracy(x, rows.human)),
+        "acc_eq": finite_or_none(calibrated.accuracy),
+        "epsilon": finite_or_none(calibrated.epsilon),
     }
 
 
@@ -345,6 +346,7 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
             if "item" in levels:
                 pending[metric, "item"] = parts.submit(_item_block, names[metric], rows.metric[metric], rows, statistics,
                                                        n_resamples, seed)
+                pending[metric, "pairwise"] = parts.submit(_pairwise_block, rows.metric[metric], rows)
 
         if by_cost:
             item(by_cost[0])
@@ -363,6 +365,8 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
             for level in ("item", "image", "system"):
                 if (metric, level) in pending:
                     entry[level] = pending[metric, level].result()
+                    if level == "item":
+                        entry[level]["pairwise"] = pending[metric, "pairwise"].result()
                 elif level == "system" and level in levels:
                     entry["system"] = {"error": f"{n_systems} judged system(s): a system-level correlation needs at least 3"}
             report["metrics"][metric] = entry
