@@ -335,25 +335,31 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
         # the longest parts first (a part waits for a free thread in submission order): the permutation
         # tests, the item level of the metric with the most distinct values (the bootstrap's cell
         # tables grow with them), the ceiling (its ratings read meanwhile: database reads stay in this
-        # thread), then the other item levels and the image and system levels
+        # thread), that metric's pairwise entry, then the other item levels and the image and system
+        # levels
         sig = None
         if with_sig:
             sig = parts.submit(_significance_block, rows, runs, names, headline, settings, threads)
         by_cost = sorted(runs, key=lambda m: -np.unique(rows.metric[m]).size)
         pending = {}
 
-        def item(metric):
+        def item(metric, part):
             if "item" in levels:
-                pending[metric, "item"] = parts.submit(_item_block, names[metric], rows.metric[metric], rows, statistics,
-                                                       n_resamples, seed)
-                pending[metric, "pairwise"] = parts.submit(_pairwise_block, rows.metric[metric], rows)
+                if part == "item":
+                    pending[metric, part] = parts.submit(_item_block, names[metric], rows.metric[metric], rows, statistics,
+                                                         n_resamples, seed)
+                else:
+                    pending[metric, part] = parts.submit(_pairwise_block, rows.metric[metric], rows)
 
         if by_cost:
-            item(by_cost[0])
+            item(by_cost[0], "item")
         ceiling_data = _ceiling_data(dataset, criterion)
         ceiling = parts.submit(_rating_ceiling, ceiling_data, proto, headline, n_resamples, seed)
-        for metric in by_cost[1:]:
-            item(metric)
+        if by_cost:
+            item(by_cost[0], "pairwise")
+        for part in ("item", "pairwise"):
+            for metric in by_cost[1:]:
+                item(metric, part)
         for metric in by_cost:
             x = rows.metric[metric]
             if "image" in levels:
