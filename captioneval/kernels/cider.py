@@ -49,14 +49,20 @@ finds all of a batch's n-grams with ``np.searchsorted``, giving bit for bit the 
 Without a supplied table, a batch whose caption texts are mostly distinct (at least
 :data:`DISTINCT_SHARE` of them: the usual COCO case, where the shared-text shortcut gains nothing) is
 scored by ``_cider_numeric`` without a Python object per token or n-gram: ASCII captions become int64
-token keys (:func:`captioneval.kernels.bleu._tokenize`, one dictionary for the tokens over 8 bytes),
-numbered on the batch's sorted vocabulary; a k-gram is the base-V int64 number of its word ids; the
-document frequencies are counts of distinct (n-gram, item) keys found by sorting, chunk by chunk
-(:data:`NUMERIC_CHUNK` items), merged into one sorted table; each chunk is then scored against it
-(term frequencies from run lengths of sorted (sentence, n-gram) keys, the clipped products by a
-sorted search of each reference's (item, n-gram) keys among its candidate's). The same formula;
-equal to pycocoevalcap within 1e-15 on the bundled COCO example (the norms are summed in another
-order). Non-ASCII text or a vocabulary with ``V**n >= 2**63`` takes the general path.
+token keys (``_ascii_tokens``: a token's bytes, one dictionary for the tokens over 8 bytes), numbered
+on the batch's sorted vocabulary (word ids ``0..V-1`` through a hash table, ``_dense_ids``); a k-gram's
+key is the base-V number of its word ids. The batch is processed :data:`NUMERIC_CHUNK` items at a
+time, each item's candidate followed by its references; per chunk and order k, one ``np.sort`` of
+int64 values holding (dense id of the k-gram, position) orders the k-gram positions, and everything
+else is runs of that order: term frequencies (a k-gram's run in one sentence), document frequencies
+((k-gram, item) groups holding a reference) and clipped products (a reference's run and its item's
+candidate's run of the same k-gram, adjacent in the group). A batch of one chunk is one such pass; a
+larger one first counts the document frequencies over the references of every chunk into one table
+per order (merged by sorted keys; only counts >= 2 kept, since ``df = 1`` and ``df = 0`` give the same
+idf) and then scores each chunk against it. Every sum over n-grams adds in ascending order of their
+keys, as on this path before; equal to pycocoevalcap within 1e-15 on the bundled COCO example (the
+norms are summed in another order than pycocoevalcap's dictionaries). Non-ASCII text or a vocabulary
+with ``V**n >= 2**63`` takes the general path.
 
 Range: for a document-frequency table with ``df(g) <= N`` (always true when it is computed from
 references) every idf is >= 0, so ``min(v_h, v_r) * v_r <= v_h * v_r`` and, by Cauchy-Schwarz,
@@ -550,14 +556,22 @@ def _sum_by(key: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(key, weights=weights, minlength=size).astype(np.float64, copy=False)
 
 
-#: items per chunk of :func:`_cider_numeric` (its sorts stay in the CPU caches, its arrays small)
-NUMERIC_CHUNK = 20_000
+#: items per chunk of :func:`_cider_numeric`: a batch of at most this many items is scored in one pass
+#: (its own document frequencies); a larger one in two passes over chunks of this size (the document
+#: frequencies first), so time and memory grow linearly (about 10 KiB of working memory per item of a
+#: chunk, 0.5 GiB at 50,000 with 5 references each)
+NUMERIC_CHUNK = 50_000
+#: pending keys of one n-gram order (from finished chunks) that are merged into the document-frequency
+#: table of :func:`_cider_numeric` once they reach the table's size or at least this many
 MERGE_MIN = 8_000_000
 
 #: the ASCII bytes that ``str.split()`` separates tokens on: tab, line feed, vertical tab, form feed,
 #: carriage return, the information separators 0x1c-0x1f and space
 _SPLIT_BYTES = np.zeros(256, dtype=bool)
 _SPLIT_BYTES[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+#: bits of the int64 that :func:`_sorted_grams` sorts (a k-gram's code, then its position); codes and
+#: positions that do not fit are sorted by a stable argsort instead (same order)
+_PACK_BITS = 63
 #: key of a token of over 8 bytes: this bit (the sign of an int64) set, its dictionary id below
 _LONG_TOKEN = np.int64(-2 ** 63)
 
@@ -701,7 +715,7 @@ def _sorted_grams(n_tokens: np.ndarray, wid: np.ndarray, V: int, n: int, keys: b
             code *= V
             code += w[pos + (k - 1)]
             bound = n_prev * V
-        if (bound - 1).bit_length() + shift <= 63:
+        if (bound - 1).bit_length() + shift <= _PACK_BITS:
             code = code << shift
             code |= pos
             code.sort()
