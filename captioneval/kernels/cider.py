@@ -874,20 +874,11 @@ def _cider_numeric(candidates: Sequence[str], references: Sequence[Sequence[str]
         todo, pending[k] = pending[k], []
         if len(todo) == 1:
             keys, counts = todo[0]
-        elif todo:  # a stable sort of sorted runs merges them; equal keys add their counts
-            keys = np.concatenate([p[0] for p in todo])
-            order = np.argsort(keys, kind="stable")
-            keys = keys[order]
-            counts = np.concatenate([p[1] for p in todo])[order]
-            del order
-            first = np.empty(len(keys), dtype=bool)
-            first[:1] = True
-            np.not_equal(keys[1:], keys[:-1], out=first[1:])
-            first = np.flatnonzero(first)
-            keys, counts = keys[first], np.add.reduceat(counts, first) if len(first) else counts
-            del first
         else:
-            keys, counts = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+            keys = _sorted_distinct(np.concatenate([p[0] for p in todo])) if todo else np.zeros(0, dtype=np.int64)
+            counts = np.zeros(len(keys), dtype=np.int32)
+            for p_keys, p_counts in todo:
+                counts[np.searchsorted(keys, p_keys)] += p_counts
         del todo
         if table[k] is None:
             table[k] = (keys, counts)
