@@ -676,8 +676,8 @@ def _dense_ids(vocab: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 def _item_major(n_tokens: np.ndarray, key: np.ndarray, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Reorder the sentences of a chunk from (its ``len(refs)`` candidates, then the references item by
-    item) to item by item, each candidate followed by its ``refs[i]`` references: the (n_tokens, key)
-    of :func:`_ascii_tokens` in the new order."""
+    item) to item by item, each candidate followed by its ``refs[i]`` references: ``n_tokens`` (per
+    sentence) and ``key`` (per token, e.g. the keys of :func:`_ascii_tokens` or word ids) in the new order."""
     n_items, n_pairs = len(refs), int(refs.sum())
     old = np.empty(n_items + n_pairs, dtype=np.int64)  # old sentence index of each new one
     old[np.cumsum(refs + 1) - (refs + 1)] = np.arange(n_items, dtype=np.int64)
