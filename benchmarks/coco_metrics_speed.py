@@ -34,9 +34,9 @@ near 1: measured 2026-11-28 (``--distinct 10000 50000 200000 1000000 --reference
 COCO example, 13.7x / 12.3x / 13.3x at 10,000 and 10.8x / 12.8x / 12.6x at 50,000 (BLEU / ROUGE-L /
 CIDEr-D; the issue's 20x is not reached), CIDEr-D 114 s and 3.04 GiB peak at 1,000,000. CIDEr-D
 after its one-sort-per-order rewrite (same day, ``--distinct 10000 50000 --reference-max 50000
---repeats 1``, load average 2.3-2.9 from other jobs): 25.7x on the COCO example, 42.2x at 10,000 and
-33.4x at 50,000 (2.24 s against 74.7 s), exponent 1.35 between 10,000 and 50,000 (a larger chunk
-costs more per item), 72.6 s and 3.25 GiB peak at 1,000,000 (docs/metrics.md). With
+--repeats 1``, machine shared with other jobs): 40.3x on the COCO example, 42.5x at 10,000 and 38.3x
+at 50,000 (1.61 s against 61.5 s), exponent 1.06; 72.6 s and 3.25 GiB peak at 1,000,000
+(docs/metrics.md). With
 ``--memory N`` it then runs each of our three metrics on ``synthetic(N)`` in a child process of its
 own and prints its peak resident memory (``VmHWM``, reset after the input is built) and how much
 of it the process already had with the input lists.
