@@ -515,3 +515,58 @@ def test_numeric_path_declines_non_ascii_text_and_the_general_path_scores_it():
     refs[250][0] = "un caf\u00e9 \u2014 and a\u00a0dog"  # non-breaking space: a separator for str.split()
     assert kernel._cider_numeric(cands, refs, np.array([len(r) for r in refs]), 4, 6.0, 100) is None
     np.testing.assert_allclose(cider_d(cands, refs), references.cider_d(cands, refs)[1], rtol=0, atol=1e-12)
+
+
+def test_numeric_path_scores_do_not_depend_on_chunks_or_sort():
+    """The numeric path adds every sum over n-grams in ascending order of their keys, whatever the
+    chunking (one pass, or a document-frequency table first, pruned to counts >= 2) and whichever sort
+    orders the k-gram positions (packed np.sort or the stable argsort for codes too wide to pack): bit
+    for bit equal scores on COCO captions."""
+    import captioneval.kernels.cider as kernel
+
+    cands, refs = _coco_distinct(1500)
+    n_refs = np.array([len(r) for r in refs])
+    one = kernel._cider_numeric(cands, refs, n_refs, 4, 6.0, 10 ** 6)
+    assert one is not None and one.max() > 1.0
+    for chunk in (1, 250, 1499):
+        assert np.array_equal(kernel._cider_numeric(cands, refs, n_refs, 4, 6.0, chunk), one), chunk
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernel, "_PACK_BITS", 0)
+        assert np.array_equal(kernel._cider_numeric(cands, refs, n_refs, 4, 6.0, 10 ** 6), one)
+        assert np.array_equal(kernel._cider_numeric(cands, refs, n_refs, 4, 6.0, 400), one)
+
+
+def test_byte_tokens_equal_the_bleu_tokenizer_and_str_split():
+    """cider._ascii_tokens gives bleu._tokenize's keys (long_vocab shared over calls, ascii_only) on COCO
+    captions with tabs, runs of spaces, the separators 0x1c-0x1f, control bytes that are not separators,
+    empty captions and tokens over 8 bytes; the tokens are those of str.split()."""
+    from captioneval.kernels.bleu import _tokenize
+    from captioneval.kernels.cider import _ascii_tokens
+
+    cands, refs = _coco_distinct(600)
+    sents = cands + [r for rs in refs for r in rs]
+    sents[1] = "a\x1cman\x1d\x1eon\x1f a\x0bbike\x0c\r"
+    sents[2] = "odd\x01bytes\x0e stay\x1b inside\x7f tokens"
+    sents[3] = "   "
+    ours_vocab, theirs_vocab = {}, {}
+    for part in (sents[:1700], sents[1700:]):
+        n_tokens, key = _ascii_tokens(part, ours_vocab)
+        t_tokens, _, t_key = _tokenize(part, long_vocab=theirs_vocab, ascii_only=True)
+        assert np.array_equal(n_tokens, t_tokens) and np.array_equal(key, t_key)
+        assert n_tokens.tolist() == [len(s.split()) for s in part]
+    assert ours_vocab == theirs_vocab and "extraordinarily" in ours_vocab
+    assert _ascii_tokens(["caf\u00e9"], {}) is None and _ascii_tokens(["a\0b"], {}) is None
+
+
+def test_hashed_word_ids_equal_a_sorted_search():
+    """cider._dense_ids numbers every token key by its position in the sorted vocabulary, as
+    np.searchsorted does, on the COCO example's tokens (4,877 words, short and long tokens)."""
+    from captioneval.kernels.cider import _ascii_tokens, _dense_ids, _sorted_distinct
+
+    cands, refs = _coco_distinct(5000)
+    _, key = _ascii_tokens(cands + [r for rs in refs for r in rs], {})
+    vocab = _sorted_distinct(key)
+    assert len(vocab) > 4000 and vocab[0] < 0 < vocab[-1]
+    ids = _dense_ids(vocab, key)
+    assert ids.dtype == np.int32 and np.array_equal(ids, np.searchsorted(vocab, key))
+    assert np.array_equal(_dense_ids(vocab[:1], key[key == vocab[0]]), np.zeros(int((key == vocab[0]).sum())))

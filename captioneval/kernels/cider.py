@@ -49,14 +49,20 @@ finds all of a batch's n-grams with ``np.searchsorted``, giving bit for bit the 
 Without a supplied table, a batch whose caption texts are mostly distinct (at least
 :data:`DISTINCT_SHARE` of them: the usual COCO case, where the shared-text shortcut gains nothing) is
 scored by ``_cider_numeric`` without a Python object per token or n-gram: ASCII captions become int64
-token keys (:func:`captioneval.kernels.bleu._tokenize`, one dictionary for the tokens over 8 bytes),
-numbered on the batch's sorted vocabulary; a k-gram is the base-V int64 number of its word ids; the
-document frequencies are counts of distinct (n-gram, item) keys found by sorting, chunk by chunk
-(:data:`NUMERIC_CHUNK` items), merged into one sorted table; each chunk is then scored against it
-(term frequencies from run lengths of sorted (sentence, n-gram) keys, the clipped products by a
-sorted search of each reference's (item, n-gram) keys among its candidate's). The same formula;
-equal to pycocoevalcap within 1e-15 on the bundled COCO example (the norms are summed in another
-order). Non-ASCII text or a vocabulary with ``V**n >= 2**63`` takes the general path.
+token keys (``_ascii_tokens``: a token's bytes, one dictionary for the tokens over 8 bytes), numbered
+on the batch's sorted vocabulary (word ids ``0..V-1`` through a hash table, ``_dense_ids``); a k-gram's
+key is the base-V number of its word ids. The batch is processed :data:`NUMERIC_CHUNK` items at a
+time, each item's candidate followed by its references; per chunk and order k, one ``np.sort`` of
+int64 values holding (dense id of the k-gram, position) orders the k-gram positions, and everything
+else is runs of that order: term frequencies (a k-gram's run in one sentence), document frequencies
+((k-gram, item) groups holding a reference) and clipped products (a reference's run and its item's
+candidate's run of the same k-gram, adjacent in the group). A batch of one chunk is one such pass; a
+larger one first counts the document frequencies over the references of every chunk into one table
+per order (merged by sorted keys; only counts >= 2 kept, since ``df = 1`` and ``df = 0`` give the same
+idf) and then scores each chunk against it. Every sum over n-grams adds in ascending order of their
+keys, as on this path before; equal to pycocoevalcap within 1e-15 on the bundled COCO example (the
+norms are summed in another order than pycocoevalcap's dictionaries). Non-ASCII text or a vocabulary
+with ``V**n >= 2**63`` takes the general path.
 
 Range: for a document-frequency table with ``df(g) <= N`` (always true when it is computed from
 references) every idf is >= 0, so ``min(v_h, v_r) * v_r <= v_h * v_r`` and, by Cauchy-Schwarz,
@@ -550,8 +556,24 @@ def _sum_by(key: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(key, weights=weights, minlength=size).astype(np.float64, copy=False)
 
 
-#: items per chunk of :func:`_cider_numeric` (its sorts stay in the CPU caches, its arrays small)
-NUMERIC_CHUNK = 20_000
+#: items per chunk of :func:`_cider_numeric`: a batch of at most this many items is scored in one pass
+#: (its own document frequencies); a larger one in two passes over chunks of this size (the document
+#: frequencies first), so time and memory grow linearly (about 10 KiB of working memory per item of a
+#: chunk, 0.5 GiB at 50,000 with 5 references each)
+NUMERIC_CHUNK = 50_000
+#: pending keys of one n-gram order (from finished chunks) that are merged into the document-frequency
+#: table of :func:`_cider_numeric` once they reach the table's size or at least this many
+MERGE_MIN = 8_000_000
+
+#: the ASCII bytes that ``str.split()`` separates tokens on: tab, line feed, vertical tab, form feed,
+#: carriage return, the information separators 0x1c-0x1f and space
+_SPLIT_BYTES = np.zeros(256, dtype=bool)
+_SPLIT_BYTES[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+#: bits of the int64 that :func:`_sorted_grams` sorts (a k-gram's code, then its position); codes and
+#: positions that do not fit are sorted by a stable argsort instead (same order)
+_PACK_BITS = 63
+#: key of a token of over 8 bytes: this bit (the sign of an int64) set, its dictionary id below
+_LONG_TOKEN = np.int64(-2 ** 63)
 
 
 def _sorted_distinct(x: np.ndarray) -> np.ndarray:
@@ -565,160 +587,344 @@ def _sorted_distinct(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _ascii_tokens(sentences: list[str], long_vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ``str.split()`` tokens of ASCII sentences as int64 keys, equal exactly when the tokens are equal:
+    (n_tokens int64 (S,), key int64 (T,)), the tokens of the sentences one after the other. The keys are
+    those of :func:`captioneval.kernels.bleu._tokenize` with ``long_vocab`` and ``ascii_only``: a token
+    of at most 8 bytes is its bytes read as a little-endian int64 (zero-padded; non-negative since ASCII
+    bytes are < 0x80, and tokens of different lengths differ since no byte is 0); a longer one is
+    ``-2**63 + id``, ``id`` its number in ``long_vocab`` (first seen first; the dictionary is extended
+    in place, so the keys of calls sharing it are comparable). None when the text is not ASCII or
+    holds a NUL byte.
+
+    The sentences are joined by line feeds (a separator) into one byte array; the token starts and
+    ends are the edges of its runs of non-separator bytes, and a token's first 8 bytes are two aligned
+    uint64 words of the array shifted together."""
+    text = "\n".join(sentences)
+    if not text.isascii() or "\0" in text:
+        return None
+    data = text.encode("ascii")
+    size = len(data)
+    raw = np.frombuffer(data + bytes(16), dtype=np.uint8)
+    body = raw[:size]
+    word = np.zeros(size + 2, dtype=bool)
+    if np.count_nonzero(body < 32) == data.count(b"\n"):  # no control byte but line feeds: separators <= 32
+        np.greater(body, 32, out=word[1:-1])
+    else:
+        np.logical_not(_SPLIT_BYTES[body], out=word[1:-1])
+    edge = np.flatnonzero(word[1:] != word[:-1]).reshape(-1, 2)
+    del word
+    starts = np.ascontiguousarray(edge[:, 0])
+    tok_len = edge[:, 1] - starts
+    del edge
+    words = raw[:8 * (len(raw) // 8)].view("<u8")
+    at = starts >> 3
+    bits = ((starts & 7) << 3).astype(np.uint64)
+    key = words[at] >> bits
+    key |= words[at + 1] << (np.uint64(64) - bits)  # a shift by 64 gives 0
+    del at, bits
+    keep = (64 - 8 * np.minimum(tok_len, 8)).astype(np.uint64)  # zero the bytes after the token
+    key <<= keep
+    key >>= keep
+    del keep
+    key = key.view(np.int64)
+    long = np.flatnonzero(tok_len > 8)
+    if len(long):
+        ends = starts[long] + tok_len[long]
+        ids = [long_vocab.setdefault(w, len(long_vocab))
+               for w in [text[a:b] for a, b in zip(starts[long].tolist(), ends.tolist())]]
+        key[long] = _LONG_TOKEN + np.array(ids, dtype=np.int64)
+    lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
+    first = np.searchsorted(starts, np.cumsum(lengths + 1) - (lengths + 1))  # first token of each sentence
+    return np.diff(first, append=len(starts)), key
+
+
+def _dense_ids(vocab: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(vocab, keys)`` as int32 for int64 ``keys`` that all occur in ``vocab`` (sorted,
+    distinct, its last value below the int64 maximum), through an open-addressing hash table (Fibonacci
+    hashing, linear probing, at most a quarter full) instead of a binary search per key."""
+    V = len(vocab)
+    bits = max((4 * V - 1).bit_length(), 4)
+    mask = (1 << bits) - 1
+    shift, mult = np.uint64(64 - bits), np.uint64(0x9E3779B97F4A7C15)
+
+    def slot(x: np.ndarray) -> np.ndarray:
+        return ((x.view(np.uint64) * mult) >> shift).astype(np.int64)
+
+    table_key = np.full(mask + 1, vocab[-1] + 1 if V else 0, dtype=np.int64)  # a value no key has
+    table_id = np.full(mask + 1, -1, dtype=np.int32)
+    todo, s = np.arange(V, dtype=np.int64), slot(vocab)
+    while len(todo):  # insert: the first of the keys wanting a free slot takes it, the others probe on
+        free = np.flatnonzero(table_id[s] < 0)
+        won = free[np.unique(s[free], return_index=True)[1]]
+        table_id[s[won]] = todo[won]
+        table_key[s[won]] = vocab[todo[won]]
+        rest = np.ones(len(todo), dtype=bool)
+        rest[won] = False
+        todo, s = todo[rest], (s[rest] + 1) & mask
+    s = slot(keys)
+    ids = table_id[s]
+    miss = np.flatnonzero(table_key[s] != keys)
+    s, missed = s[miss], keys[miss]
+    while len(miss):  # every key is in the table: probe until found
+        s = (s + 1) & mask
+        hit = table_key[s] == missed
+        ids[miss[hit]] = table_id[s[hit]]
+        miss, s, missed = miss[~hit], s[~hit], missed[~hit]
+    return ids
+
+
+def _item_major(n_tokens: np.ndarray, key: np.ndarray, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reorder the sentences of a chunk from (its ``len(refs)`` candidates, then the references item by
+    item) to item by item, each candidate followed by its ``refs[i]`` references: ``n_tokens`` (per
+    sentence) and ``key`` (per token, e.g. the keys of :func:`_ascii_tokens` or word ids) in the new order."""
+    n_items, n_pairs = len(refs), int(refs.sum())
+    old = np.empty(n_items + n_pairs, dtype=np.int64)  # old sentence index of each new one
+    old[np.cumsum(refs + 1) - (refs + 1)] = np.arange(n_items, dtype=np.int64)
+    old[np.arange(n_pairs, dtype=np.int64) + np.repeat(np.arange(1, n_items + 1, dtype=np.int64), refs)] = \
+        np.arange(n_items, n_items + n_pairs, dtype=np.int64)
+    new_tokens = n_tokens[old]
+    shift = (np.cumsum(n_tokens) - n_tokens)[old] - (np.cumsum(new_tokens) - new_tokens)
+    return new_tokens, key[np.repeat(shift, new_tokens) + np.arange(len(key), dtype=np.int64)]
+
+
+def _sorted_grams(n_tokens: np.ndarray, wid: np.ndarray, V: int, n: int, keys: bool):
+    """The k-gram positions of a chunk's sentences sorted by (k-gram, position), k = 1..n: yields
+    ``(k, pos, gram, new, n_grams, gkey)`` with, per sorted position (P of them), ``pos`` the position
+    (index into ``wid``) and ``gram`` the id of its k-gram (int64) and ``new`` (bool) whether it is the
+    first position of that k-gram. The ids ``0..n_grams-1`` ascend with the k-grams' base-V keys (the
+    number whose base-V digits are the k word ids): for k = 1 they are the word ids (``n_grams = V``), for
+    k >= 2 they number the distinct codes ``(id of the (k-1)-gram prefix) * V + (last word id)`` (below
+    ``n_grams(k-1) * V``). ``gkey`` (int64, one per id; with ``keys`` only, else None; None for k = 1)
+    is the base-V key.
+
+    The sort is ``np.sort`` of the code shifted left with the position in the low bits (one int64 each)
+    when both fit in 63 bits, a stable argsort of the codes otherwise."""
+    T = len(wid)
+    w = wid.astype(np.int64)
+    remaining = np.repeat(np.cumsum(n_tokens), n_tokens) - np.arange(T, dtype=np.int64)  # tokens to the end
+    shift = max(int(T - 1).bit_length(), 1)
+    low = (1 << shift) - 1
+    prev, n_prev, gkey = w, V, None
+    for k in range(1, n + 1):
+        if k == 1:
+            pos, code, bound = np.arange(T, dtype=np.int64), w, V
+        else:
+            pos = np.flatnonzero(remaining >= k)
+            code = prev[pos]
+            code *= V
+            code += w[pos + (k - 1)]
+            bound = n_prev * V
+        if (bound - 1).bit_length() + shift <= _PACK_BITS:
+            code = code << shift
+            code |= pos
+            code.sort()
+            pos = code & low
+            code >>= shift
+        else:
+            order = np.argsort(code, kind="stable")
+            code, pos = code[order], pos[order]
+        new = np.empty(len(code), dtype=bool)
+        new[:1] = True
+        np.not_equal(code[1:], code[:-1], out=new[1:])
+        if k == 1:
+            gram, n_grams = code, V
+        else:
+            gram = np.cumsum(new)
+            gram -= 1
+            distinct = code[new]
+            n_grams = len(distinct)
+            if keys:
+                gkey = distinct if k == 2 else gkey[distinct // V] * V + distinct % V
+            del distinct
+        del code
+        yield k, pos, gram, new, n_grams, gkey
+        if k < n:
+            prev = np.empty(T, dtype=np.int64)
+            prev[pos] = gram
+            n_prev = n_grams
+
+
 def _cider_numeric(candidates: Sequence[str], references: Sequence[Sequence[str]], n_refs: np.ndarray, n: int,
                    sigma: float, chunk: int | None = None) -> np.ndarray | None:
     """CIDEr-D with the batch's own document frequencies (``df=None``) without a Python object per token
-    or n-gram: the captions are split into int64 token keys chunk by chunk
-    (:func:`captioneval.kernels.bleu._tokenize`, one dictionary for the tokens over 8 bytes), the keys
-    numbered on the sorted vocabulary of the whole batch (word ids ``0..V-1``), a k-gram becomes the
-    int64 base-V number of its word ids; the document frequency of an n-gram is the number of items
-    among whose references it occurs (distinct (n-gram, item) pairs of each chunk by a stable sort,
-    counted over the chunks with ``np.unique``), and each chunk is then scored against that table:
-    term frequencies are run lengths of the sorted (n-gram, sentence) keys, a reference's clipped
-    products are found by a sorted search of its (n-gram, item) keys among the candidate's. The formula
-    and its order of operations are :func:`cider_d`'s. None when the text is not ASCII (or holds a NUL
-    byte) or ``V**n >= 2**63``: the caller then takes the general path."""
-    from captioneval.kernels.bleu import _tokenize
+    or n-gram, ``chunk`` items (:data:`NUMERIC_CHUNK`) at a time.
 
+    The captions are split into int64 token keys (:func:`_ascii_tokens`, one dictionary for the tokens
+    over 8 bytes) and numbered on the sorted vocabulary of the whole batch (word ids ``0..V-1``,
+    :func:`_dense_ids`). A chunk is scored with its sentences put item by item (a candidate, then its
+    references: :func:`_item_major`): per n-gram order, one sort of the k-gram positions by (k-gram,
+    position) (:func:`_sorted_grams`) gives everything as runs: the term frequencies (runs of a k-gram
+    in one sentence), the document frequencies (the (k-gram, item) groups of runs that hold a
+    reference, whose last run is then a reference's) and the clipped products (a reference's run and
+    its item's candidate's run of the same k-gram are in one group, the candidate's first). With one
+    chunk that is one pass; with several, a first pass over the references alone counts the document
+    frequencies into one table per order (a dense array over the words for k = 1, sorted base-V keys
+    with counts for k >= 2), then each chunk is scored against it (``np.searchsorted`` of the
+    chunk's ascending keys).
+
+    The formula and the order of its floating-point operations are :func:`cider_d`'s; every sum over
+    n-grams adds in ascending order of their base-V keys, so the scores do not depend on the chunking.
+    None when the text is not ASCII (or holds a NUL byte) or ``V**n >= 2**63``: the caller then takes the
+    general path."""
     chunk = NUMERIC_CHUNK if chunk is None else chunk
     m = len(candidates)
-    long_vocab: dict = {}
+    long_vocab: dict[str, int] = {}
     parts = []
-    vocab_parts = []
     with paused_gc():
         for a in range(0, m, chunk):
             sents = list(candidates[a:a + chunk])
             sents.extend(chain.from_iterable(references[a:a + chunk]))
-            out = _tokenize(sents, long_vocab=long_vocab, ascii_only=True)
+            out = _ascii_tokens(sents, long_vocab)
             del sents
             if out is None:
                 return None
-            n_tokens, _, key = out
-            parts.append((n_tokens, key))
-            vocab_parts.append(np.unique(key))
-    vocab = np.unique(np.concatenate(vocab_parts)) if vocab_parts else np.zeros(0, dtype=np.int64)
-    del vocab_parts
+            parts.append(out)
+    vocab = _sorted_distinct(np.concatenate([_sorted_distinct(key) for _, key in parts]))
     V = max(len(vocab), 1)
     if V ** n >= 2 ** 63:
         return None
     for c, (n_tokens, key) in enumerate(parts):
-        parts[c] = (n_tokens, np.searchsorted(vocab, key).astype(np.int32))
+        parts[c] = (n_tokens, _dense_ids(vocab, key))
+    del vocab
 
-    def grams(n_tokens: np.ndarray, wid32: np.ndarray):
-        """Per order k: (sentence of each k-gram position, dense id of its k-gram in the chunk, number of
-        ids G, base-V key of each id). A k-gram's id numbers the pairs (id of its (k-1)-gram prefix, last
-        word), so every code stays below G * V."""
-        wid = wid32.astype(np.int64)
-        n_tok = len(wid)
-        sent_of = np.repeat(np.arange(len(n_tokens), dtype=np.int64), n_tokens)
-        remaining = np.repeat(np.cumsum(n_tokens), n_tokens) - np.arange(n_tok, dtype=np.int64)
-        prev = wid
-        gkey = np.arange(V, dtype=np.int64)
-        yield 1, sent_of, wid, V, gkey
-        for k in range(2, n + 1):
-            pos = np.flatnonzero(remaining >= k)
-            code = prev[pos] * V + wid[pos + (k - 1)]
-            uniq, inv = np.unique(code, return_inverse=True)
-            inv = inv.reshape(-1)
-            gkey = gkey[uniq // V] * V + uniq % V
-            cur = np.zeros(n_tok, dtype=np.int64)
-            cur[pos] = inv
-            prev = cur
-            yield k, sent_of[pos], inv, len(uniq), gkey
+    log_n = np.log(float(m))
+    scores = np.empty(m, dtype=np.float64)
 
-    # ---- document frequencies: items whose reference set holds the n-gram
-    table_keys: list = [None] * n
-    table_counts: list = [None] * n
+    def score(c: int, a: int, table: list | None) -> None:
+        """Scores of chunk ``c`` (items ``a..``) into ``scores``, against ``table`` (None: the chunk's own
+        document frequencies)."""
+        refs = n_refs[a:a + chunk]
+        n_tokens, wid = _item_major(*parts[c], refs)
+        n_c, n_sent = len(refs), len(n_tokens)
+        cand_sent = np.cumsum(refs + 1) - (refs + 1)  # sentence of each item's candidate
+        item_of = np.repeat(np.arange(n_c, dtype=np.int64), refs + 1)  # item of each sentence
+        is_cand = np.zeros(n_sent, dtype=bool)
+        is_cand[cand_sent] = True
+        ref_sent = np.flatnonzero(~is_cand)  # sentence of each (item, reference) pair
+        n_pairs = len(ref_sent)
+        pair_of = np.arange(n_sent, dtype=np.int64) - item_of - 1  # pair of each reference sentence
+        sent_of = np.repeat(np.arange(n_sent, dtype=np.int64), n_tokens)
+        sq = np.zeros((n, n_sent), dtype=np.float64)
+        num = np.zeros((n, n_pairs), dtype=np.float64)
+        for k, pos, gram, new, n_grams, gkey in _sorted_grams(n_tokens, wid, V, n, table is not None):
+            sent = sent_of[pos]
+            del pos
+            # runs of one k-gram in one sentence: es, eg = their sentence and k-gram, tf = their length
+            start = new.copy()
+            start[1:] |= sent[1:] != sent[:-1]
+            first = np.flatnonzero(start)
+            del start
+            tf = np.diff(first, append=len(sent))
+            es, eg, gram_start = sent[first], gram[first], new[first]
+            del sent, gram, new, first
+            # groups of runs of one k-gram in one item's sentences (the candidate's run first, if any)
+            ei = item_of[es]
+            group = gram_start
+            group[1:] |= ei[1:] != ei[:-1]
+            del ei
+            ic = is_cand[es]
+            if table is None:  # items whose references hold the k-gram: groups whose last run is a reference
+                last = np.empty(len(es), dtype=bool)
+                last[-1:] = True
+                last[:-1] = group[1:]
+                last &= ~ic
+                doc = np.bincount(eg[last], minlength=n_grams).astype(np.float64)
+                del last
+            elif k == 1:
+                doc = table[0].astype(np.float64)
+            else:
+                tk, tc = table[k - 1]
+                hit = np.minimum(np.searchsorted(tk, gkey), len(tk) - 1)  # gkey ascends: an ordered search
+                doc = np.where(tk[hit] == gkey, tc[hit], 0).astype(np.float64) if len(tk) else \
+                    np.zeros(n_grams, dtype=np.float64)
+            idf = (log_n - np.log(np.maximum(1.0, doc)))[eg]
+            v = tf.astype(np.float64) * idf
+            sq[k - 1] = np.bincount(es, weights=v * v, minlength=n_sent)
+            # clipped products: a reference run whose group starts with a candidate run
+            h = np.maximum.accumulate(np.where(group, np.arange(len(es), dtype=np.int64), 0))
+            r = np.flatnonzero(ic[h] > ic)
+            h = h[r]
+            vr = v[r]
+            term = np.minimum(v[h], vr) * vr
+            num[k - 1] = np.bincount(pair_of[es[r]], weights=term, minlength=n_pairs)
+        pair_item = item_of[ref_sent]
+        pair_cand = cand_sent[pair_item]
+        norm = np.sqrt(sq.T)
+        num = np.ascontiguousarray(num.T)
+        denom = norm[pair_cand] * norm[ref_sent]
+        sim = np.divide(num, denom, out=num.copy(), where=denom != 0)
+        bigrams = np.maximum(n_tokens - 1, 0).astype(np.float64)
+        delta = bigrams[pair_cand] - bigrams[ref_sent]
+        penalty = np.exp(-(delta * delta) / (2.0 * sigma * sigma))
+        per_pair = sim.mean(axis=1) * penalty
+        scores[a:a + n_c] = 10.0 * _sum_by(pair_item, per_pair, n_c) / refs
+
+    if m <= chunk:  # one chunk: its own document frequencies, in the same pass
+        score(0, 0, None)
+        return scores
+
+    # ---- several chunks: document frequencies of the whole batch first, one table per order
+    table: list = [np.zeros(V, dtype=np.int64)] + [None] * (n - 1)
     pending: list = [[] for _ in range(n)]
 
     def merge(k: int) -> None:
-        """Add the pending n-gram keys (one per (item, n-gram)) to the sorted table of order k in place of a
-        sort of both: the table is extended by insertion at sorted positions (memory: about twice the table)."""
-        keys, counts = np.unique(np.concatenate(pending[k]), return_counts=True) if pending[k] else \
-            (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-        pending[k] = []
-        if table_keys[k] is None:
-            table_keys[k], table_counts[k] = keys, counts.astype(np.int32)
+        """Add the pending (sorted distinct keys, int32 counts) of order k + 1 to its sorted table (by insertion
+        at sorted positions: memory about twice the table)."""
+        todo, pending[k] = pending[k], []
+        if len(todo) == 1:
+            keys, counts = todo[0]
+        else:
+            keys = _sorted_distinct(np.concatenate([p[0] for p in todo])) if todo else np.zeros(0, dtype=np.int64)
+            counts = np.zeros(len(keys), dtype=np.int32)
+            for p_keys, p_counts in todo:
+                counts[np.searchsorted(keys, p_keys)] += p_counts
+        del todo
+        if table[k] is None:
+            table[k] = (keys, counts)
             return
-        tk, tc = table_keys[k], table_counts[k]
+        tk, tc = table[k]
         at = np.searchsorted(tk, keys)
         old = np.flatnonzero(tk[np.minimum(at, len(tk) - 1)] == keys) if len(tk) else np.zeros(0, dtype=np.int64)
-        tc[at[old]] += counts[old].astype(np.int32)
+        tc[at[old]] += counts[old]
         new = np.ones(len(keys), dtype=bool)
         new[old] = False
-        table_keys[k] = np.insert(tk, at[new], keys[new])
-        table_counts[k] = np.insert(tc, at[new], counts[new].astype(np.int32))
+        table[k] = (np.insert(tk, at[new], keys[new]), np.insert(tc, at[new], counts[new]))
 
     for c, a in enumerate(range(0, m, chunk)):
         n_tokens, wid = parts[c]
-        n_c = min(chunk, m - a)
-        item_of = np.concatenate([np.arange(n_c, dtype=np.int64),
-                                  np.repeat(np.arange(n_c, dtype=np.int64), n_refs[a:a + n_c])])
-        for k, sent, gid, G, gkey in grams(n_tokens, wid):
-            is_ref = sent >= n_c
-            u = _sorted_distinct(item_of[sent[is_ref]] * G + gid[is_ref])
-            pending[k - 1].append(gkey[u % G])
-            size = table_keys[k - 1].size if table_keys[k - 1] is not None else 0
-            if sum(len(p) for p in pending[k - 1]) >= max(size, 1_000_000):
-                merge(k - 1)
-    for k in range(n):
-        merge(k)
-
-    # ---- scores, chunk by chunk against the table
-    log_n = np.log(float(m))
-    scores = np.empty(m, dtype=np.float64)
-    for c, a in enumerate(range(0, m, chunk)):
-        n_tokens, wid = parts[c]
-        parts[c] = None
-        n_c = min(chunk, m - a)
-        refs_c = n_refs[a:a + n_c]
-        n_sent = len(n_tokens)
-        pair_item = np.repeat(np.arange(n_c, dtype=np.int64), refs_c)
-        item_of = np.concatenate([np.arange(n_c, dtype=np.int64), pair_item])
-        n_pairs = len(pair_item)
-        sq = np.zeros((n, n_sent), dtype=np.float64)
-        num = np.zeros((n, n_pairs), dtype=np.float64)
-        for k, sent, gid, G, gkey in grams(n_tokens, wid):
-            u = np.sort(sent * G + gid)  # positions by (sentence, n-gram)
-            start = np.empty(len(u), dtype=bool)
-            start[:1] = True
-            np.not_equal(u[1:], u[:-1], out=start[1:])
-            first = np.flatnonzero(start)
-            tf = np.diff(np.append(first, len(u)))
-            u = u[first]
-            s, gid = u // G, u % G
-            # gkey ascends with the id (ids number sorted codes), so the table is searched in order
-            tk = table_keys[k - 1]
-            hit = np.searchsorted(tk, gkey)
-            hit_c = np.minimum(hit, len(tk) - 1)
-            found = (hit < len(tk)) & (tk[hit_c] == gkey)
-            doc = np.where(found, table_counts[k - 1][hit_c], 0).astype(np.float64)
-            idf = (log_n - np.log(np.maximum(1.0, doc)))[gid]
-            v = tf.astype(np.float64) * idf
-            sq[k - 1] = np.bincount(s, weights=v * v, minlength=n_sent)
-            jkey = item_of[s] * G + gid
-            cand = np.flatnonzero(s < n_c)  # candidate entries: sentence = item, so jkey ascending
-            ref = np.flatnonzero(s >= n_c)
-            ck = jkey[cand]
-            if len(ck) == 0 or len(ref) == 0:
+        refs = n_refs[a:a + chunk]
+        n_c = len(refs)
+        ref_tokens = n_tokens[n_c:]  # the references, item by item, after the candidates
+        item_of = np.repeat(np.repeat(np.arange(n_c, dtype=np.int64), refs), ref_tokens)  # of each position
+        for k, pos, gram, new, n_grams, gkey in _sorted_grams(ref_tokens, wid[len(wid) - len(item_of):], V, n, True):
+            # a k-gram is held by one more item where a run of one (k-gram, item) ends
+            it = item_of[pos]
+            del pos
+            last = np.empty(len(it), dtype=bool)
+            last[-1:] = True
+            np.not_equal(it[1:], it[:-1], out=last[:-1])
+            last[:-1] |= new[1:]
+            held = np.bincount(gram[last], minlength=n_grams)
+            del it, last, gram, new
+            if k == 1:
+                table[0] += held
                 continue
-            at = np.searchsorted(ck, jkey[ref])
-            at_c = np.minimum(at, len(ck) - 1)
-            match = (at < len(ck)) & (ck[at_c] == jkey[ref])
-            r = ref[match]
-            h = cand[at_c[match]]
-            term = np.minimum(v[h], v[r]) * v[r]
-            num[k - 1] = np.bincount(s[r] - n_c, weights=term, minlength=n_pairs)
-        norm = np.sqrt(sq.T)
-        num = np.ascontiguousarray(num.T)
-        pair_ref = np.arange(n_c, n_sent, dtype=np.int64)
-        denom = norm[pair_item] * norm[pair_ref]
-        sim = np.divide(num, denom, out=num.copy(), where=denom != 0)
-        bigrams = np.maximum(n_tokens - 1, 0).astype(np.float64)
-        delta = bigrams[pair_item] - bigrams[pair_ref]
-        penalty = np.exp(-(delta * delta) / (2.0 * sigma * sigma))
-        per_pair = sim.mean(axis=1) * penalty
-        scores[a:a + n_c] = 10.0 * _sum_by(pair_item, per_pair, n_c) / refs_c
+            at = np.flatnonzero(held)
+            pending[k - 1].append((gkey[at], held[at].astype(np.int32)))
+            size = len(table[k - 1][0]) if table[k - 1] is not None else 0
+            if sum(len(p[0]) for p in pending[k - 1]) >= max(size, MERGE_MIN):
+                merge(k - 1)
+    for k in range(1, n):
+        merge(k)
+        # a k-gram held by one item has the idf of one held by none (log N - log max(1, df))
+        tk, tc = table[k]
+        keep = np.flatnonzero(tc > 1)
+        table[k] = (tk[keep], tc[keep])
+        del tk, tc, keep
+    for c, a in enumerate(range(0, m, chunk)):
+        score(c, a, table)
+        parts[c] = None
     return scores
 
 
