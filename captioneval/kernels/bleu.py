@@ -125,24 +125,37 @@ def index_captions(candidates: Sequence[str], references: Sequence[Sequence[str]
 def _index_captions(candidates, references, m: int) -> CaptionIndex:
     try:
         keys = list(map(tuple, references))  # C loops throughout: this runs once per candidate
-        lists = {key: g for g, key in enumerate(dict.fromkeys(keys))}
-        group = np.fromiter(map(lists.__getitem__, keys), dtype=np.int64, count=m)
+        distinct_lists = dict.fromkeys(keys)
+        if len(distinct_lists) == m:  # every list its own (distinct captions): list g is candidate g's
+            lists = keys
+            group = np.arange(m, dtype=np.int64)
+        else:
+            lists = {key: g for g, key in enumerate(distinct_lists)}
+            group = np.fromiter(map(lists.__getitem__, keys), dtype=np.int64, count=m)
     except TypeError:
         raise TypeError("references must be lists of strings (tokenised captions)") from None
-    if () in lists:
+    sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    if len(sizes) and sizes.min() == 0:
         raise ValueError(f"candidate {keys.index(())} has no reference captions")
+    texts = list(chain(candidates, chain.from_iterable(lists)))
     try:
-        sentences = list(dict.fromkeys(chain(candidates, chain.from_iterable(lists))))
+        distinct_texts = len(set(texts)) == len(texts)
+        # no text repeated (distinct captions): the sentences are the texts in their order, no dictionary
+        sentences = texts if distinct_texts else list(dict.fromkeys(texts))
     except TypeError:
         raise TypeError("candidates and references must be strings (tokenised captions)") from None
     if set(map(type, sentences)) - {str}:
         for s in sentences:
             if not isinstance(s, str):
                 raise TypeError(f"captions must be strings (tokenised, space-separated), got {type(s).__name__}: {s!r}")
-    sid = {s: i for i, s in enumerate(sentences)}
-    cand = np.fromiter(map(sid.__getitem__, candidates), dtype=np.int64, count=m)
-    sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    refs_flat = np.fromiter(map(sid.__getitem__, chain.from_iterable(lists)), dtype=np.int64, count=int(sizes.sum()))
+    if distinct_texts:
+        cand = np.arange(m, dtype=np.int64)
+        refs_flat = np.arange(m, len(texts), dtype=np.int64)
+    else:
+        sid = {s: i for i, s in enumerate(sentences)}
+        cand = np.fromiter(map(sid.__getitem__, candidates), dtype=np.int64, count=m)
+        refs_flat = np.fromiter(map(sid.__getitem__, chain.from_iterable(lists)), dtype=np.int64,
+                                count=int(sizes.sum()))
     n_sent = max(len(sentences), 1)
     key = group * n_sent + cand
     upk, pair_of = np.unique(key, return_inverse=True)
@@ -284,6 +297,53 @@ _BYTE_MASKS = np.array([(1 << (8 * l)) - 1 for l in range(8)] + [-1], dtype=np.i
 _LONG_TOKEN = np.int64(-2 ** 63)
 
 
+#: the most 8-byte words (long tokens x words per token) :func:`_first_seen_ids` numbers at once; more
+#: (a batch with very long tokens) take the dictionary
+_LONG_WORDS = 1 << 24
+
+
+def _bytes_at(words: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """uint64 (len(start),): the ``min(length, 8)`` bytes at byte offsets ``start`` of the little-endian
+    words ``words`` (the buffer's bytes, at least 8 zero bytes past the last one read), the rest zero:
+    the two aligned words around each offset, shifted (a shift by 64 gives 0 in numpy) and masked."""
+    at = start >> 3
+    shift = (start & 7).astype(np.uint64)
+    shift <<= np.uint64(3)
+    out = words[at]
+    out >>= shift
+    at += 1
+    high = words[at]
+    np.subtract(np.uint64(64), shift, out=shift)
+    high <<= shift
+    out |= high
+    out &= _BYTE_MASKS[np.clip(length, 0, 8)].view(np.uint64)
+    return out
+
+
+def _first_seen_ids(words: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """int64 (len(start),): the tokens of ``length`` > 8 bytes at ``start`` (of ``words``, as
+    :func:`_bytes_at`) numbered 0, 1, ... in the order of their first occurrence -- the ids of
+    ``{w: i for i, w in enumerate(dict.fromkeys(tokens))}`` without a Python string per token. A token is
+    its ``ceil(max length / 8)`` words, zero-padded (no byte of the text is 0, so tokens of different
+    lengths differ); equal rows are found by a stable lexicographic sort."""
+    n_words = int((length.max() + 7) // 8)
+    # word q of a token (zero once past its end: read at its end, inside the buffer)
+    rows = [_bytes_at(words, start + np.minimum(8 * q, length), length - 8 * q) for q in range(n_words)]
+    order = np.lexsort(rows[::-1])  # stable: equal tokens in the order they occur
+    same = np.ones(len(order) - 1, dtype=bool)  # equal to the previous token in the sorted order
+    for row in rows:
+        sorted_row = row[order]
+        same &= sorted_row[1:] == sorted_row[:-1]
+    new = np.concatenate([[True], ~same])
+    group = np.cumsum(new) - 1  # the group of each sorted token
+    first = order[new]  # each group's first occurrence
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int64)
+    ids = np.empty(len(order), dtype=np.int64)
+    ids[order] = rank[group]
+    return ids
+
+
 def _tokenize(sentences: list, single_space: bool = False, long_vocab: dict | None = None,
               ascii_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The tokens of every sentence as int64 keys, equal exactly when the tokens are equal:
@@ -317,40 +377,54 @@ def _tokenize(sentences: list, single_space: bool = False, long_vocab: dict | No
         vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
         key = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
     else:
-        raw = np.frombuffer(text.encode("ascii") + bytes(8), dtype=np.uint8)
+        raw = np.frombuffer(text.encode("ascii") + bytes(16), dtype=np.uint8)
         size = len(text)
-        sent_start = np.cumsum(lengths + 1) - (lengths + 1)  # offset of each sentence in ``text``
-        if single_space:
-            cut = np.flatnonzero(raw[:size] == 32)  # every space (joints included) ends a token
-            starts = np.concatenate([[0], cut + 1])
-            ends = np.concatenate([cut, [size]])
-        else:
-            word = np.zeros(size + 2, dtype=np.int8)
-            word[1:-1] = ~_ASCII_SPACE[raw[:size]]
-            edge = np.diff(word)
-            starts = np.flatnonzero(edge == 1)
-            ends = np.flatnonzero(edge == -1)
+        # every whitespace byte ends a segment (for ``split(" ")`` every space, joints included); the
+        # segments are the bytes between consecutive cuts, a sentence's end (its joint) being one
+        cut = np.flatnonzero(raw[:size] == 32) if single_space else np.flatnonzero(_ASCII_SPACE[raw[:size]])
+        starts = np.empty(len(cut) + 1, dtype=np.int64)
+        starts[0] = 0
+        np.add(cut, 1, out=starts[1:])
+        ends = np.empty(len(cut) + 1, dtype=np.int64)
+        ends[:-1] = cut
+        ends[-1] = size
+        # segments first[s]:first[s+1] are sentence s's (the joint before sentence s is cut number
+        # first[s] - 1; it is at byte offset(s) - 1)
+        first = np.empty(n_sent + 1, dtype=np.int64)
+        first[0], first[-1] = 0, len(cut) + 1
+        if n_sent > 1:
+            joint = np.cumsum(lengths[:-1] + 1) - 1  # byte offset of each joint in ``text``
+            np.add(np.searchsorted(cut, joint), 1, out=first[1:-1])
         tok_len = ends - starts
-        sent_of = np.searchsorted(sent_start, starts, side="right") - 1
-        n_tokens = np.bincount(sent_of, minlength=n_sent).astype(np.int64)
-        # the 8 bytes from each token's start, one unaligned uint64 view per start offset modulo 8
-        key = np.empty(len(starts), dtype=np.int64)
-        phase = starts & 7
-        for o in range(8):
-            at = np.flatnonzero(phase == o)
-            if len(at):
-                words = raw[o:o + 8 * ((len(raw) - o) // 8)].view("<i8")
-                key[at] = words[(starts[at] - o) >> 3]
-        key &= _BYTE_MASKS[np.minimum(tok_len, 8)]  # zero the bytes after the token
+        if single_space:  # empty tokens are tokens
+            n_tokens = np.diff(first)
+        else:  # str.split(): runs of whitespace make empty segments, which are no tokens
+            nonempty = tok_len > 0
+            if nonempty.all():
+                n_tokens = np.diff(first)
+            else:
+                counted = np.zeros(len(cut) + 2, dtype=np.int64)
+                np.cumsum(nonempty, out=counted[1:])
+                n_tokens = counted[first[1:]] - counted[first[:-1]]
+                keep = np.flatnonzero(nonempty)
+                starts, ends, tok_len = starts[keep], ends[keep], tok_len[keep]
+        words = raw[:8 * (len(raw) // 8)].view("<u8")
+        key = _bytes_at(words, starts, tok_len).view(np.int64)
         long = np.flatnonzero(tok_len > 8)
         if len(long):
-            words = [text[a:b] for a, b in zip(starts[long].tolist(), ends[long].tolist())]
-            vocab = {w: i for i, w in enumerate(dict.fromkeys(words))} if long_vocab is None else long_vocab
-            if long_vocab is not None:
-                for w in words:
-                    if w not in vocab:
-                        vocab[w] = len(vocab)
-            key[long] = _LONG_TOKEN + np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
+            if long_vocab is None and len(long) * int((tok_len[long].max() + 7) // 8) <= _LONG_WORDS:
+                ids = _first_seen_ids(words, starts[long], tok_len[long])
+            else:
+                tokens = list(map(text.__getitem__, map(slice, starts[long].tolist(), ends[long].tolist())))
+                if long_vocab is None:
+                    vocab = {w: i for i, w in enumerate(dict.fromkeys(tokens))}
+                else:
+                    vocab = long_vocab
+                    for w in tokens:
+                        if w not in vocab:
+                            vocab[w] = len(vocab)
+                ids = np.fromiter(map(vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+            key[long] = _LONG_TOKEN + ids
     ptr = np.zeros(n_sent + 1, dtype=np.int64)
     np.cumsum(n_tokens, out=ptr[1:])
     return n_tokens, ptr, key
@@ -361,67 +435,110 @@ def _tokenize(sentences: list, single_space: bool = False, long_vocab: dict | No
 _MASK_WIDTHS = ((16, np.uint16), (32, np.uint32), (64, np.uint64))
 
 
-def _padded(tptr: np.ndarray, wid: np.ndarray, sent: np.ndarray, width: int, pad: int) -> np.ndarray:
-    """int64 (len(sent), width): the token keys of each sentence, left-aligned, ``pad`` after its end."""
-    out = np.full((len(sent), width), pad, dtype=np.int64)
-    idx, owner = expand(tptr, sent)
-    out[owner, idx - tptr[sent][owner]] = wid[idx]
+def _key_window(tptr: np.ndarray, wid: np.ndarray, width: int) -> np.ndarray:
+    """A read-only (S + 1, width) int64 view: row ``tptr[s]`` starts with the ``width`` token keys from
+    sentence s's first (the following sentences' after its end; zeros past the last token)."""
+    keys = np.zeros(len(wid) + width, dtype=np.int64)
+    keys[:len(wid)] = wid
+    return np.lib.stride_tricks.sliding_window_view(keys, width)  # (T + 1, width), no copy
+
+
+def _padded(tptr: np.ndarray, window: np.ndarray, sent: np.ndarray, pad: int) -> np.ndarray:
+    """int64 (*sent.shape, width): the token keys of each sentence, left-aligned, ``pad`` after its end
+    (every position for an entry ``sent < 0``: no sentence); ``window`` from :func:`_key_window`. Each
+    row is one gather of ``width`` consecutive keys, then masked past the sentence's end."""
+    real = sent >= 0
+    s = np.where(real, sent, 0)
+    out = window[tptr[s]]
+    length = np.where(real, tptr[s + 1] - tptr[s], 0)
+    np.copyto(out, np.int64(pad), where=np.arange(window.shape[1]) >= length[..., None])
     return out
 
 
-def _match_masks(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: np.ndarray, width: int,
-                 dtype) -> tuple[np.ndarray, np.ndarray]:
+#: ``(x * _PACK) >> 56`` for a uint64 ``x`` whose 8 bytes are each 0 or 1 has bit b set when byte b is 1:
+#: byte b (at bit 8b) times the term 2**(56 - 7b) lands on bit 56 + b, no two products share a bit and
+#: no product of another byte lands in bits 56..63 (the "magic multiplication" of bit-board packing)
+_PACK = np.uint64(0x0102040810204080)
+
+
+def _pack_bits(equal: np.ndarray, dtype) -> np.ndarray:
+    """Bit j of ``out[..., i]`` = ``equal[..., i, j]`` for a C-contiguous bool array whose last axis has
+    as many entries as ``dtype`` (unsigned, 16/32/64 bits) has bits; overwrites ``equal``. The same
+    integers as ``np.packbits(equal, axis=-1, bitorder="little")`` viewed as ``dtype``, without its
+    per-bit loop."""
+    words = equal.view(np.uint64)  # 8 booleans (bytes 0 / 1) per word
+    words *= _PACK
+    words >>= np.uint64(56)
+    return words.astype(np.uint8).view(dtype).reshape(equal.shape[:-1])
+
+
+#: pairs whose token match masks are built and used together (:func:`_dense_correct`, ROUGE-L's dense
+#: path): a block's comparison (4096 pairs x 5 references x 16 x 16 tokens: 5 MB of booleans) and
+#: masks stay in the CPU caches between the steps that read them
+MASK_PAIRS = 4096
+
+
+def _match_masks(index: CaptionIndex, tptr: np.ndarray, window: np.ndarray, sel: np.ndarray,
+                 dtype, self_masks: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Token match masks of the pairs ``sel`` of ``index`` (candidate and references of at most ``width``
-    tokens; ``dtype`` the unsigned integer of ``width`` bits): ``m1`` (len(sel), R, width), bit j of
-    ``m1[p, r, i]`` set when token j of reference r equals token i of the candidate (R = the most
-    references of a pair; missing references and positions past a sentence's end match nothing), and
-    ``c1`` (len(sel), width), the same of the candidate against itself (padding matches padding there:
-    only positions inside the candidate are meaningful)."""
+    tokens, ``window`` = :func:`_key_window` (tptr, keys, width); ``dtype`` the unsigned integer of
+    ``width`` bits): ``m1`` (len(sel), R, width), bit j of ``m1[p, r, i]`` set when token j of
+    reference r equals token i of the candidate (R = the most references of a pair; missing
+    references and positions past a sentence's end match nothing), and ``c1`` (len(sel), width), the
+    same of the candidate against itself (padding matches padding there: only positions inside the
+    candidate are meaningful; None without ``self_masks``). The comparisons are packed into words
+    with :func:`_pack_bits`."""
     ps, pg = index.pair_sentence[sel], index.pair_group[sel]
     gptr, grefs = index.group_ptr, index.group_refs
-    m = len(sel)
-    cand = _padded(tptr, wid, ps, width, -1)
+    cand = _padded(tptr, window, ps, -1)
     nref = gptr[pg + 1] - gptr[pg]
-    rslot, rowner = expand(gptr, pg)
-    refs = np.full((m, int(nref.max()), width), -2, dtype=np.int64)  # -1 / -2: no token's key
-    refs[rowner, rslot - gptr[pg][rowner]] = _padded(tptr, wid, grefs[rslot], width, -2)
-    m1 = np.packbits(cand[:, None, :, None] == refs[:, :, None, :], axis=-1, bitorder="little")
-    m1 = m1.view(dtype).reshape(refs.shape)  # (m, R, width): bit j of m1[p, r, i] = ref[r, j] == cand[i]
-    c1 = np.packbits(cand[:, :, None] == cand[:, None, :], axis=-1, bitorder="little")
-    c1 = c1.view(dtype).reshape(m, width)
+    slot = np.arange(int(nref.max()), dtype=np.int64)
+    at = np.minimum(gptr[pg][:, None] + slot, len(grefs) - 1)
+    sent = np.where(slot < nref[:, None], grefs[at], -1)  # (m, R): the references, -1 where none
+    refs = _padded(tptr, window, sent, -2)  # -1 / -2: no token's key
+    m1 = _pack_bits(cand[:, None, :, None] == refs[:, :, None, :], dtype)  # bit j of m1[p, r, i]: ref[r, j] == cand[i]
+    c1 = _pack_bits(cand[:, :, None] == cand[:, None, :], dtype) if self_masks else None
     return m1, c1
 
 
 def _dense_correct(index: CaptionIndex, tptr: np.ndarray, wid: np.ndarray, sel: np.ndarray, width: int,
                    dtype, n: int) -> np.ndarray:
     """Clipped matches ``correct`` (len(sel), n) of the pairs ``sel`` of ``index`` whose candidate and
-    references have at most ``width`` tokens, without n-gram ids: bit-parallel n-gram matching.
+    references have at most ``width`` tokens, without n-gram ids: bit-parallel n-gram matching,
+    :data:`MASK_PAIRS` pairs at a time.
 
     ``M[p, r, i]`` has bit j set when the k-gram of reference r starting at token j equals the
-    candidate's k-gram starting at token i (order 1: one comparison of padded word-id arrays, packed
-    with ``np.packbits``; order k: ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``); ``C[p, i]`` is the
-    same over the candidate itself. Then ``count_candidate = popcount(C[i])``, ``max_ref_count =
+    candidate's k-gram starting at token i (order 1: one comparison of padded key arrays, packed into
+    words, :func:`_match_masks`; order k: ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``); ``C[p, i]``
+    is the same over the candidate itself. Then ``count_candidate = popcount(C[i])``, ``max_ref_count =
     max_r popcount(M[r, i])``, and each distinct k-gram is counted once, at its first position i
     (``C[i]`` has no bit below i): ``correct_k = sum_i min(count_candidate, max_ref_count)``, the
     integers of pycocoevalcap's ``cook_test``."""
-    ps = index.pair_sentence[sel]
-    m = len(sel)
-    m1, c1 = _match_masks(index, tptr, wid, sel, width, dtype)
-    clen = tptr[ps + 1] - tptr[ps]
+    window = _key_window(tptr, wid, width)
     pos = np.arange(width, dtype=np.int64)
     below = ((np.ones(width, dtype=np.uint64) << pos.astype(np.uint64)) - np.uint64(1)).astype(dtype)
-    correct = np.zeros((m, n), dtype=np.int64)
-    mk, ck = m1, c1
-    for k in range(min(n, width)):
-        if k:
-            mk = mk[..., :width - k] & (m1[..., k:] >> dtype(k))
-            ck = ck[:, :width - k] & (c1[:, k:] >> dtype(k))
-        span = width - k
-        valid = pos[None, :span] < (clen - k)[:, None]  # a k-gram starts at i
-        first = (ck & below[:span]) == 0
-        own = np.bitwise_count(ck)
-        best = np.bitwise_count(mk).max(axis=1)
-        correct[:, k] = np.where(valid & first, np.minimum(own, best), 0).sum(axis=1, dtype=np.int64)
+    correct = np.zeros((len(sel), n), dtype=np.int64)
+    for lo in range(0, len(sel), MASK_PAIRS):
+        block = sel[lo:lo + MASK_PAIRS]
+        ps = index.pair_sentence[block]
+        m1, c1 = _match_masks(index, tptr, window, block, dtype)
+        clen = tptr[ps + 1] - tptr[ps]
+        mk, ck = m1, c1
+        for k in range(min(n, width)):
+            if k:
+                mk = mk[..., :width - k] & (m1[..., k:] >> dtype(k))
+                ck = ck[:, :width - k] & (c1[:, k:] >> dtype(k))
+            span = width - k
+            counted = pos[None, :span] < (clen - k)[:, None]  # a k-gram starts at i ...
+            counted &= (ck & below[:span]) == 0  # ... and it is its first occurrence in the candidate
+            own = np.bitwise_count(ck)
+            refs = np.bitwise_count(mk)
+            best = refs[:, 0].copy()  # the maximum over the references (a loop: faster than max(axis=1))
+            for r in range(1, refs.shape[1]):
+                np.maximum(best, refs[:, r], out=best)
+            np.minimum(own, best, out=best)
+            best *= counted
+            correct[lo:lo + MASK_PAIRS, k] = best.sum(axis=1, dtype=np.int64)
     return correct
 
 

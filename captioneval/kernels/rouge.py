@@ -38,8 +38,8 @@ from typing import Sequence
 
 import numpy as np
 
-from captioneval.kernels.bleu import (_MASK_WIDTHS, CaptionIndex, _match_masks, _shared_references, _tokenize, chunks,
-                                      expand, index_captions)
+from captioneval.kernels.bleu import (_MASK_WIDTHS, MASK_PAIRS, CaptionIndex, _key_window, _match_masks,
+                                      _shared_references, _tokenize, chunks, expand, index_captions)
 from captioneval.utils.gcpause import paused_gc
 
 __all__ = ["rouge_l", "lcs_length"]
@@ -113,25 +113,29 @@ def _rouge_l_pairs(index: CaptionIndex, beta: float) -> np.ndarray:
         group_len = np.maximum.reduceat(n_tokens[grefs], gptr[:-1])
         pair_len = np.maximum(clen, group_len[pg])
         epos = eslot - gptr[pg][epair]  # position of the reference in its list
+        eptr = np.zeros(len(ps) + 1, dtype=np.int64)  # the entries of pair p: eptr[p]:eptr[p + 1]
+        np.cumsum(gptr[pg + 1] - gptr[pg], out=eptr[1:])
         lower = 0
         for width, dtype in _MASK_WIDTHS:
             sel = np.flatnonzero((pair_len > lower) & (pair_len <= width))
             lower = width
             if not len(sel):
                 continue
-            m1, _ = _match_masks(index, tptr, wid, sel, width, dtype)  # (m, R, width)
-            v = np.full(m1.shape[:2], np.iinfo(dtype).max, dtype=dtype)
-            for j in range(int(clen[sel].max())):
-                u = v & m1[:, :, j]
-                t = v - u
-                v += u
-                v |= t
-            local = np.full(len(ps), -1, dtype=np.int64)
-            local[sel] = np.arange(len(sel), dtype=np.int64)
-            e = np.flatnonzero(local[epair] >= 0)
-            ve = v[local[epair[e]], epos[e]].astype(np.uint64)
-            low = np.right_shift(np.uint64(np.iinfo(np.uint64).max), (WORD_BITS - elen_r[e]).astype(np.uint64))
-            lcs[e] = elen_r[e] - np.bitwise_count(ve & low).astype(np.int64)
+            window = _key_window(tptr, wid, width)
+            for lo in range(0, len(sel), MASK_PAIRS):  # a block's masks stay in the CPU caches
+                block = sel[lo:lo + MASK_PAIRS]
+                m1, _ = _match_masks(index, tptr, window, block, dtype, self_masks=False)  # (b, R, width)
+                v = np.full(m1.shape[:2], np.iinfo(dtype).max, dtype=dtype)
+                u, t = np.empty_like(v), np.empty_like(v)
+                for j in range(int(clen[block].max())):
+                    np.bitwise_and(v, m1[:, :, j], out=u)
+                    np.subtract(v, u, out=t)
+                    v += u
+                    v |= t
+                e, owner = expand(eptr, block)
+                ve = v[owner, epos[e]].astype(np.uint64)
+                low = np.right_shift(np.uint64(np.iinfo(np.uint64).max), (WORD_BITS - elen_r[e]).astype(np.uint64))
+                lcs[e] = elen_r[e] - np.bitwise_count(ve & low).astype(np.int64)
         if (pair_len > lower).any():
             rest = np.flatnonzero(pair_len[epair] > lower)
             lcs[rest] = _lcs_sorted(index, n_tokens, tptr, wid, eslot, epair, rest)
