@@ -366,6 +366,80 @@ def test_chunked_batches_equal_pycocoevalcap_bit_for_bit(monkeypatch, chunk):
         list(kernel.chunks(index, 0))
 
 
+@pytest.mark.parametrize("block", [1, 7, 4096])
+def test_distinct_captions_in_mask_blocks_equal_pycocoevalcap_bit_for_bit(monkeypatch, block):
+    """Distinct captions (400 images of the real COCO example: caption 0 against captions 1-5, no
+    text repeated) take the dictionary-free index and the dense match masks, built MASK_PAIRS pairs at
+    a time: with blocks of 1, 7 and 4,096 pairs and chunks of 150 pairs, BLEU (per caption and corpus)
+    and ROUGE-L equal pycocoevalcap bit for bit; the index numbers the texts in their order."""
+    import captioneval.kernels.bleu as kernel
+    import captioneval.kernels.rouge as rouge_kernel
+
+    seen, cands, refs = set(), [], []
+    for row in json.loads(MERGE.read_text()):  # the first 400 images whose 6 captions are new texts
+        six = row["captions"][:6]
+        if len(cands) < 400 and len(set(six)) == 6 and not seen.intersection(six):
+            seen.update(six)
+            cands.append(six[0])
+            refs.append(six[1:])
+    texts = [*cands, *(t for rs in refs for t in rs)]
+    assert len(set(texts)) == len(texts) == 2400
+    index = kernel.index_captions(cands, refs)
+    assert index.sentences == texts and index.pair_of.tolist() == list(range(400))
+    assert index.group_refs.tolist() == list(range(400, 2400))
+    monkeypatch.setattr(kernel, "CHUNK_PAIRS", 150)
+    monkeypatch.setattr(kernel, "MASK_PAIRS", block)
+    monkeypatch.setattr(rouge_kernel, "MASK_PAIRS", block)
+    corpus, per_caption = reference_bleu(cands, refs, 4)
+    ours = bleu_scores(cands, refs, 4)
+    assert np.array_equal(ours.per_caption, per_caption) and ours.corpus.tolist() == corpus
+    assert np.array_equal(rouge_l(cands, refs), reference_rouge(cands, refs))
+    assert 0.3 < ours.per_caption[0].mean() < 1
+
+
+def test_tokenizer_bytes_path_equals_str_split(monkeypatch):
+    """The byte-level tokenizer (ASCII text) gives the tokens of ``str.split()`` / ``split(" ")``: every
+    ASCII whitespace byte and none of the other control bytes separates, tokens of 9 to 60 bytes
+    sharing prefixes and ending around the 8-byte words are numbered in order of first occurrence as a
+    dictionary would (and with the dictionary above ``_LONG_WORDS``), a NUL byte inside a sentence
+    takes the dictionary path; BLEU and ROUGE-L on such text equal pycocoevalcap."""
+    import captioneval.kernels.bleu as kernel
+
+    rng = random.Random(5)
+    stem = "abcdefgh" * 8
+    pieces = ["a", "ab", "abcdefgh", *(stem[:k] for k in (9, 15, 16, 17, 24, 25, 33, 60)), "bbcdefghi",
+              " ", "  ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\x01", "q\x0e", "\x1b", "\x7f"]
+
+    def expected(sentences, single_space):
+        split = [s.split(" ") if single_space else s.split() for s in sentences]
+        flat = [w for ws in split for w in ws]
+        return [len(ws) for ws in split], flat
+
+    for trial in range(300):
+        sentences = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 14))) for _ in range(rng.randint(1, 8))]
+        if trial % 50 == 49:
+            sentences[0] += "\0x"
+        for single_space in (False, True):
+            n_tokens, ptr, key = kernel._tokenize(sentences, single_space=single_space)
+            lengths, flat = expected(sentences, single_space)
+            assert n_tokens.tolist() == lengths and ptr[-1] == len(flat) == len(key)
+            # equal keys exactly for equal tokens, first-seen numbering of the long ones
+            first = {}
+            assert [first.setdefault(w, k) for w, k in zip(flat, key.tolist())] == key.tolist()
+            assert len(set(first.values())) == len(first)
+            long_ids = [k - int(kernel._LONG_TOKEN) for k in dict.fromkeys(key.tolist()) if k < 0]
+            assert long_ids == list(range(len(long_ids)))
+    sentences = [stem[:k] + " x " + stem[:k + 1] for k in (9, 20, 40)] * 2
+    numbered = kernel._tokenize(sentences)[2]
+    assert np.array_equal(numbered[numbered < 0] - kernel._LONG_TOKEN, [0, 1, 2, 3, 4, 5] * 2)
+    assert np.all(numbered[1::3] >= 0)  # "x"
+    monkeypatch.setattr(kernel, "_LONG_WORDS", 1)  # the dictionary numbers them the same
+    assert np.array_equal(kernel._tokenize(sentences)[2], numbered)
+    cands = ["a\x1cdog  runs" + " " + stem[:17], "tab\tsplit " + stem[:9], stem[:25] + " x"]
+    refs = [["a dog runs " + stem[:17], stem[:16]], ["tab split", stem[:9] + " tab"], [stem[:24] + " x", stem[:25]]]
+    assert_same_as_pycocoevalcap(cands, refs)
+
+
 def test_lower_orders_are_the_first_rows_and_bleu_is_per_caption():
     cands, refs = ["a dog runs on grass", "cat"], [["a dog runs", "dogs run on the grass"], ["a cat"]]
     four = bleu_scores(cands, refs, 4)

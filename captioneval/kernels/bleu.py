@@ -123,39 +123,26 @@ def index_captions(candidates: Sequence[str], references: Sequence[Sequence[str]
 
 
 def _index_captions(candidates, references, m: int) -> CaptionIndex:
+    distinct = _distinct_index(candidates, references, m)
+    if distinct is not None:
+        return distinct
     try:
         keys = list(map(tuple, references))  # C loops throughout: this runs once per candidate
-        distinct_lists = dict.fromkeys(keys)
-        if len(distinct_lists) == m:  # every list its own (distinct captions): list g is candidate g's
-            lists = keys
-            group = np.arange(m, dtype=np.int64)
-        else:
-            lists = {key: g for g, key in enumerate(distinct_lists)}
-            group = np.fromiter(map(lists.__getitem__, keys), dtype=np.int64, count=m)
+        lists = {key: g for g, key in enumerate(dict.fromkeys(keys))}
+        group = np.fromiter(map(lists.__getitem__, keys), dtype=np.int64, count=m)
     except TypeError:
         raise TypeError("references must be lists of strings (tokenised captions)") from None
-    sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    if len(sizes) and sizes.min() == 0:
+    if () in lists:
         raise ValueError(f"candidate {keys.index(())} has no reference captions")
-    texts = list(chain(candidates, chain.from_iterable(lists)))
     try:
-        distinct_texts = len(set(texts)) == len(texts)
-        # no text repeated (distinct captions): the sentences are the texts in their order, no dictionary
-        sentences = texts if distinct_texts else list(dict.fromkeys(texts))
+        sentences = list(dict.fromkeys(chain(candidates, chain.from_iterable(lists))))
     except TypeError:
         raise TypeError("candidates and references must be strings (tokenised captions)") from None
-    if set(map(type, sentences)) - {str}:
-        for s in sentences:
-            if not isinstance(s, str):
-                raise TypeError(f"captions must be strings (tokenised, space-separated), got {type(s).__name__}: {s!r}")
-    if distinct_texts:
-        cand = np.arange(m, dtype=np.int64)
-        refs_flat = np.arange(m, len(texts), dtype=np.int64)
-    else:
-        sid = {s: i for i, s in enumerate(sentences)}
-        cand = np.fromiter(map(sid.__getitem__, candidates), dtype=np.int64, count=m)
-        refs_flat = np.fromiter(map(sid.__getitem__, chain.from_iterable(lists)), dtype=np.int64,
-                                count=int(sizes.sum()))
+    _check_strings(sentences)
+    sid = {s: i for i, s in enumerate(sentences)}
+    cand = np.fromiter(map(sid.__getitem__, candidates), dtype=np.int64, count=m)
+    sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    refs_flat = np.fromiter(map(sid.__getitem__, chain.from_iterable(lists)), dtype=np.int64, count=int(sizes.sum()))
     n_sent = max(len(sentences), 1)
     key = group * n_sent + cand
     upk, pair_of = np.unique(key, return_inverse=True)
@@ -163,6 +150,39 @@ def _index_captions(candidates, references, m: int) -> CaptionIndex:
     np.cumsum(sizes, out=ptr[1:])
     return CaptionIndex(sentences, upk % n_sent, upk // n_sent, pair_of.reshape(-1).astype(np.int64, copy=False),
                         ptr, refs_flat)
+
+
+def _check_strings(sentences: list) -> None:
+    """TypeError naming the first caption that is not a ``str``."""
+    if set(map(type, sentences)) - {str}:
+        for s in sentences:
+            if not isinstance(s, str):
+                raise TypeError(f"captions must be strings (tokenised, space-separated), got {type(s).__name__}: {s!r}")
+
+
+def _distinct_index(candidates, references, m: int) -> CaptionIndex | None:
+    """The :class:`CaptionIndex` of a batch in which no text occurs twice (the usual COCO case: every
+    image its own candidate and references), without dictionaries: sentence i is the i-th of the
+    candidates followed by the references, list g and pair g are candidate g's. None when a text
+    repeats (then no two lists can be equal either, as every list is non-empty), when a reference list
+    object is used twice, when the lists are not all lists or tuples, or for an empty list: the
+    general path decides (and raises)."""
+    if not m or set(map(type, references)) - {list, tuple} or len(set(map(id, references))) < m:
+        return None
+    sizes = np.fromiter(map(len, references), dtype=np.int64, count=m)
+    if sizes.min() == 0:
+        return None
+    texts = list(chain(candidates, chain.from_iterable(references)))
+    try:
+        if len(set(texts)) != len(texts):
+            return None
+    except TypeError:  # unhashable: the general path raises
+        return None
+    _check_strings(texts)
+    ptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ptr[1:])
+    pairs = np.arange(m, dtype=np.int64)
+    return CaptionIndex(texts, pairs, pairs.copy(), pairs.copy(), ptr, np.arange(m, len(texts), dtype=np.int64))
 
 
 def expand(ptr: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +199,7 @@ def expand(ptr: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 #: distinct (candidate, reference list) pairs scored together: the sorts of one chunk stay in the
 #: CPU caches and its arrays in a few hundred MB, so time and memory grow linearly with the number of
 #: pairs (one batch of 1M distinct pairs sorts about 50M n-gram keys at once, N log N and 9 GB)
-CHUNK_PAIRS = 20_000
+CHUNK_PAIRS = 5_000
 
 
 def chunks(index: CaptionIndex, size: int | None = None):
@@ -209,10 +229,20 @@ def chunks(index: CaptionIndex, size: int | None = None):
         sizes = np.diff(index.group_ptr)[groups]
         ptr = np.zeros(len(groups) + 1, dtype=np.int64)
         np.cumsum(sizes, out=ptr[1:])
-        sentences = index.sentences
-        yield start, stop, CaptionIndex([sentences[i] for i in used.tolist()], local[:len(ps)],
+        yield start, stop, CaptionIndex(_pick(index.sentences, used), local[:len(ps)],
                                         local_group.reshape(-1).astype(np.int64, copy=False),
                                         np.arange(stop - start, dtype=np.int64), ptr, local[len(ps):])
+
+
+def _pick(items: list, ids: np.ndarray) -> list:
+    """``[items[i] for i in ids]`` for sorted distinct int64 ``ids``: list slices over their contiguous
+    runs when there are few (distinct captions: a chunk's candidates, then its references)."""
+    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    if not len(ids) or len(breaks) > len(ids) // 16:
+        return list(map(items.__getitem__, ids.tolist()))
+    bounds = [0, *breaks.tolist(), len(ids)]
+    firsts = ids[bounds[:-1]].tolist()
+    return list(chain.from_iterable(items[f:f + b - a] for f, a, b in zip(firsts, bounds[:-1], bounds[1:])))
 
 
 def _ngram_counts(sentences: list, n: int):
@@ -291,6 +321,12 @@ def _pair_statistics(index: CaptionIndex, n: int) -> tuple[np.ndarray, np.ndarra
 #: ASCII whitespace as ``str.split()`` sees it (``chr(c).isspace()`` for c < 128)
 _ASCII_SPACE = np.zeros(256, dtype=bool)
 _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+#: the bytes that end a segment in :func:`_tokenize`'s joined text: ASCII whitespace and the NUL joint
+#: (``str.split()``), or the space and the joint (``split(" ")``)
+_SPACE_CUT = _ASCII_SPACE.copy()
+_SPACE_CUT[0] = True
+_SINGLE_SPACE_CUT = np.zeros(256, dtype=bool)
+_SINGLE_SPACE_CUT[[0, 32]] = True
 #: ``_BYTE_MASKS[l]``: the low ``l`` bytes of an int64 set (l = 0..8)
 _BYTE_MASKS = np.array([(1 << (8 * l)) - 1 for l in range(8)] + [-1], dtype=np.int64)
 #: a long token's key: this bit (the sign of an int64) set, its dictionary id below
@@ -307,16 +343,16 @@ def _bytes_at(words: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.nd
     words ``words`` (the buffer's bytes, at least 8 zero bytes past the last one read), the rest zero:
     the two aligned words around each offset, shifted (a shift by 64 gives 0 in numpy) and masked."""
     at = start >> 3
-    shift = (start & 7).astype(np.uint64)
-    shift <<= np.uint64(3)
-    out = words[at]
-    out >>= shift
+    out = words.take(at)
     at += 1
-    high = words[at]
+    high = words.take(at)
+    shift = (start & 7).view(np.uint64)
+    shift <<= np.uint64(3)
+    out >>= shift
     np.subtract(np.uint64(64), shift, out=shift)
     high <<= shift
     out |= high
-    out &= _BYTE_MASKS[np.clip(length, 0, 8)].view(np.uint64)
+    out &= _BYTE_MASKS.view(np.uint64).take(np.clip(length, 0, 8))
     return out
 
 
@@ -365,9 +401,21 @@ def _tokenize(sentences: list, single_space: bool = False, long_vocab: dict | No
     n_sent = len(sentences)
     if n_sent == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=n_sent)
-    text = (" " if single_space else "\n").join(sentences)
-    if not text.isascii() or "\0" in text:
+    text = "\0".join(sentences)  # NUL bytes mark the joints
+    joints = None
+    if text.isascii():
+        raw = np.frombuffer(text.encode("ascii") + bytes(16), dtype=np.uint8)
+        size = len(text)
+        # every separator byte (whitespace, for ``split(" ")`` the space alone) and every joint ends a
+        # segment: the segments are the bytes between consecutive cuts. They are all among the bytes
+        # <= 32: one comparison, then the table on those alone
+        cut = np.flatnonzero(raw[:size] <= 32)
+        at_cut = raw[cut]
+        separator = (_SINGLE_SPACE_CUT if single_space else _SPACE_CUT)[at_cut]
+        if not separator.all():
+            cut, at_cut = cut[separator], at_cut[separator]
+        joints = np.flatnonzero(at_cut == 0)
+    if joints is None or len(joints) != n_sent - 1:  # not ASCII, or a sentence holds a NUL byte
         if ascii_only:
             return None
         split = [s.split(" ") if single_space else s.split() for s in sentences]
@@ -377,24 +425,16 @@ def _tokenize(sentences: list, single_space: bool = False, long_vocab: dict | No
         vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}
         key = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
     else:
-        raw = np.frombuffer(text.encode("ascii") + bytes(16), dtype=np.uint8)
-        size = len(text)
-        # every whitespace byte ends a segment (for ``split(" ")`` every space, joints included); the
-        # segments are the bytes between consecutive cuts, a sentence's end (its joint) being one
-        cut = np.flatnonzero(raw[:size] == 32) if single_space else np.flatnonzero(_ASCII_SPACE[raw[:size]])
         starts = np.empty(len(cut) + 1, dtype=np.int64)
         starts[0] = 0
         np.add(cut, 1, out=starts[1:])
         ends = np.empty(len(cut) + 1, dtype=np.int64)
         ends[:-1] = cut
         ends[-1] = size
-        # segments first[s]:first[s+1] are sentence s's (the joint before sentence s is cut number
-        # first[s] - 1; it is at byte offset(s) - 1)
+        # sentence s's segments are first[s]:first[s+1] (the joint before sentence s is cut first[s] - 1)
         first = np.empty(n_sent + 1, dtype=np.int64)
         first[0], first[-1] = 0, len(cut) + 1
-        if n_sent > 1:
-            joint = np.cumsum(lengths[:-1] + 1) - 1  # byte offset of each joint in ``text``
-            np.add(np.searchsorted(cut, joint), 1, out=first[1:-1])
+        np.add(joints, 1, out=first[1:-1])
         tok_len = ends - starts
         if single_space:  # empty tokens are tokens
             n_tokens = np.diff(first)
