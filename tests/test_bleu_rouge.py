@@ -387,7 +387,8 @@ def test_distinct_captions_in_mask_blocks_equal_pycocoevalcap_bit_for_bit(monkey
     index = kernel.index_captions(cands, refs)
     assert index.sentences == texts and index.pair_of.tolist() == list(range(400))
     assert index.group_refs.tolist() == list(range(400, 2400))
-    monkeypatch.setattr(kernel, "CHUNK_PAIRS", 150)
+    monkeypatch.setattr(kernel, "DENSE_CHUNK_PAIRS", 150)
+    assert [stop for _, stop, _ in kernel.chunks(index)] == [150, 300, 400]
     monkeypatch.setattr(kernel, "MASK_PAIRS", block)
     monkeypatch.setattr(rouge_kernel, "MASK_PAIRS", block)
     corpus, per_caption = reference_bleu(cands, refs, 4)

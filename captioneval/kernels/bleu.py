@@ -61,7 +61,7 @@ import numpy as np
 from captioneval.utils.gcpause import paused_gc
 
 __all__ = ["BleuResult", "bleu", "bleu_scores", "bleu_statistics", "index_captions", "CaptionIndex", "chunks",
-           "CHUNK_PAIRS"]
+           "CHUNK_PAIRS", "DENSE_CHUNK_PAIRS"]
 
 TINY = 1e-15  # pycocoevalcap bleu_scorer.py: added to the matches ("so that if guess is 0 still return 0")
 SMALL = 1e-9  # pycocoevalcap bleu_scorer.py: added to the number of candidate n-grams
@@ -167,7 +167,7 @@ def _distinct_index(candidates, references, m: int) -> CaptionIndex | None:
     repeats (then no two lists can be equal either, as every list is non-empty), when a reference list
     object is used twice, when the lists are not all lists or tuples, or for an empty list: the
     general path decides (and raises)."""
-    if not m or set(map(type, references)) - {list, tuple} or len(set(map(id, references))) < m:
+    if not m or len(set(map(id, references))) < m or set(map(type, references)) - {list, tuple}:
         return None
     sizes = np.fromiter(map(len, references), dtype=np.int64, count=m)
     if sizes.min() == 0:
@@ -199,19 +199,27 @@ def expand(ptr: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 #: distinct (candidate, reference list) pairs scored together: the sorts of one chunk stay in the
 #: CPU caches and its arrays in a few hundred MB, so time and memory grow linearly with the number of
 #: pairs (one batch of 1M distinct pairs sorts about 50M n-gram keys at once, N log N and 9 GB)
-CHUNK_PAIRS = 5_000
+CHUNK_PAIRS = 20_000
+#: the same for a batch whose reference lists are not shared by many candidates
+#: (:data:`SHARED_REFERENCES`; distinct captions, the dense masks): its byte tokenizer's arrays
+#: (about 330,000 tokens) stay in the CPU caches too (at 50,000 distinct COCO-like items BLEU-1..4
+#: about 20% faster than with 20,000)
+DENSE_CHUNK_PAIRS = 5_000
 
 
 def chunks(index: CaptionIndex, size: int | None = None):
     """Split ``index`` into consecutive runs of at most ``size`` distinct pairs (``size`` >= 1;
-    default :data:`CHUNK_PAIRS`, read at each call).
+    default, read at each call: :data:`CHUNK_PAIRS` when ``index`` shares its reference lists among
+    many candidates (:data:`SHARED_REFERENCES`), :data:`DENSE_CHUNK_PAIRS` otherwise).
 
     Yields ``(start, stop, sub)``: ``sub`` is a :class:`CaptionIndex` of the pairs
     ``start:stop`` alone, holding only the sentences and reference lists they use (renumbered, in
     their order in ``index``); its ``pair_of`` is ``arange(stop - start)``. A single chunk is
     ``index`` itself. Scores computed pair by pair are the same whichever way the pairs are split.
     """
-    size = CHUNK_PAIRS if size is None else int(size)
+    if size is None:
+        size = CHUNK_PAIRS if _shared_references(index) else DENSE_CHUNK_PAIRS
+    size = int(size)
     if size < 1:
         raise ValueError(f"chunk size must be >= 1, got {size}")
     n_pairs = len(index.pair_sentence)
