@@ -30,30 +30,39 @@ reproduces exactly (equal per caption and corpus to the last bit on the bundled 
   ``reflen`` (not the mean of the per-caption scores).
 
 Implementation: every distinct sentence and reference list is numbered once (the shared-text
-shortcut: a text repeated across candidates or images is split and counted once). ASCII sentences
-are split with numpy over their joined bytes, each token becoming one int64 key (its bytes when it
-has at most 8, a dictionary id otherwise; :func:`_tokenize`), so no Python object is built per
-token. For distinct captions (each reference list used by few candidates) the clipped matches are
-counted without n-gram ids: a candidate's token-match masks against each of its references (bit j
-of ``M[r, i]`` set when reference token j equals candidate token i) come from one comparison of
-padded key arrays, n-gram matches of order k from ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``,
+shortcut: a text repeated across candidates or images is split and counted once); when no text
+repeats (distinct captions, the usual COCO case) the numbering is the texts' order and needs no
+dictionary, only a set to check it (:func:`_distinct_index`). ASCII sentences are split with numpy
+over their bytes joined by NUL bytes, each token becoming one int64 key (its bytes when it has at
+most 8, read as two aligned words and a shift; a first-occurrence id of a longer token, found by
+sorting its 8-byte words; :func:`_tokenize`), so no Python object is built per token. For distinct
+captions (each reference list used by few candidates) the clipped matches are counted without
+n-gram ids: a candidate's token-match masks against each of its references (bit j of ``M[r, i]``
+set when reference token j equals candidate token i) come from one comparison of padded key arrays
+(rows of a sliding window over the keys), packed into words by a multiplication
+(:func:`_pack_bits`); n-gram matches of order k from ``M_k[i] = M_{k-1}[i] & (M_1[i+k-1] >> (k-1))``,
 and counts are popcounts (:func:`_dense_correct`; sentences of up to 64 tokens, in 16/32/64-bit
-words). Longer sentences, and chunks whose reference lists are shared by many candidates
+words, :data:`MASK_PAIRS` pairs at a time so that the masks stay in the CPU caches). Longer
+sentences, and chunks whose reference lists are shared by many candidates
 (:data:`SHARED_REFERENCES`, e.g. the human-judgement datasets), number the n-grams with
 ``np.unique`` instead (an n-gram of order k is the pair (id of its (k-1)-gram prefix, last token))
 and build the maximum reference counts once per reference list (:func:`_sorted_correct`). Both give
 the same integers. The floating-point operations of the per-caption formula are the reference's, in
 the same order; the two libm calls (``pow`` and ``exp``) are made with Python floats on the distinct
 values, so results do not depend on numpy's SIMD builds of ``power`` / ``exp``. Batches of more than
-:data:`CHUNK_PAIRS` distinct pairs are scored a chunk at a time (:func:`chunks`: each chunk numbers
-only its own sentences and n-grams), so time and memory grow linearly with the batch; a pair's
-numbers do not depend on the chunking.
+:data:`CHUNK_PAIRS` distinct pairs (:data:`DENSE_CHUNK_PAIRS` without shared reference lists) are
+scored a chunk at a time (:func:`chunks`: each chunk numbers only its own sentences and n-grams), so
+time and memory grow linearly with the batch; a pair's numbers do not depend on the chunking.
+
+Speed (``benchmarks/coco_metrics_speed.py --distinct``, 2-core machine shared with other jobs): see
+that script's docstring for the measured ratios against pycocoevalcap.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from itertools import chain
+from itertools import count as _positions
 from typing import Sequence
 
 import numpy as np
@@ -134,15 +143,19 @@ def _index_captions(candidates, references, m: int) -> CaptionIndex:
         raise TypeError("references must be lists of strings (tokenised captions)") from None
     if () in lists:
         raise ValueError(f"candidate {keys.index(())} has no reference captions")
+    texts = list(chain(candidates, chain.from_iterable(lists)))
+    first: dict = {}  # text -> position of its first occurrence in ``texts`` (one C-level pass)
     try:
-        sentences = list(dict.fromkeys(chain(candidates, chain.from_iterable(lists))))
+        at = np.fromiter(map(first.setdefault, texts, _positions()), dtype=np.int64, count=len(texts))
     except TypeError:
         raise TypeError("candidates and references must be strings (tokenised captions)") from None
+    sentences = list(first)  # first-seen order
     _check_strings(sentences)
-    sid = {s: i for i, s in enumerate(sentences)}
-    cand = np.fromiter(map(sid.__getitem__, candidates), dtype=np.int64, count=m)
+    sid = np.zeros(len(texts), dtype=np.int64)  # sentence id of each first occurrence
+    sid[np.flatnonzero(at == np.arange(len(texts)))] = np.arange(len(sentences), dtype=np.int64)
+    sid = sid[at]
+    cand, refs_flat = sid[:m], sid[m:]
     sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    refs_flat = np.fromiter(map(sid.__getitem__, chain.from_iterable(lists)), dtype=np.int64, count=int(sizes.sum()))
     n_sent = max(len(sentences), 1)
     key = group * n_sent + cand
     upk, pair_of = np.unique(key, return_inverse=True)
@@ -396,11 +409,12 @@ def _tokenize(sentences: list, single_space: bool = False, long_vocab: dict | No
     ``single_space``, ``s.split(" ")`` (ROUGE-L: empty tokens included).
 
     ASCII text without NUL bytes (the PTB-tokenised case) is split without a Python object per token:
-    the sentences are joined into one byte string, token boundaries come from a whitespace table over
-    its bytes, and a token of at most 8 bytes is its bytes read as a little-endian uint64 (zero-padded;
-    non-negative as ASCII bytes are < 0x80, distinct lengths differ since no byte is 0); a longer token
-    is ``-2**63 + id`` with ``id`` from a dictionary over the chunk's long tokens. Other text: the
-    key is an id from a dictionary over the split tokens.
+    the sentences are joined with NUL bytes into one byte string, token boundaries come from the bytes
+    <= 32 (whitespace table, NUL joints), and a token of at most 8 bytes is its bytes read as a
+    little-endian uint64 (zero-padded; non-negative as ASCII bytes are < 0x80, distinct lengths differ
+    since no byte is 0); a longer token is ``-2**63 + id``, ``id`` numbering the call's long tokens
+    in the order of their first occurrence (:func:`_first_seen_ids`, or the dictionary ``long_vocab``).
+    Other text: the key is an id from a dictionary over the split tokens.
 
     ``long_vocab``: a dictionary to number the long tokens with (extended in place), so that keys of
     several calls sharing it are comparable; ``ascii_only``: return None instead of the dictionary

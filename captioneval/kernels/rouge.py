@@ -25,7 +25,8 @@ masks ``M[t]`` of the tokens of the reference, ``V = ~0``; for each candidate to
 words, one candidate token per step. Tokens are int64 keys (:func:`captioneval.kernels.bleu._tokenize`:
 numpy over the joined bytes for ASCII text). For distinct captions the match masks ``M[t]`` of a
 pair's candidate tokens against each of its references come from one comparison of padded key
-arrays packed into 16/32/64-bit words (:func:`captioneval.kernels.bleu._match_masks`); chunks whose
+arrays packed into 16/32/64-bit words (:func:`captioneval.kernels.bleu._match_masks`), ``MASK_PAIRS``
+pairs at a time (the masks of a block stay in the CPU caches during the recurrence); chunks whose
 reference lists are shared by many candidates (``SHARED_REFERENCES``), and pairs with a sentence of
 more than 64 tokens, build the masks once per distinct reference list from its sorted vocabulary
 instead (``_lcs_sorted``; references longer than 64 tokens use the same recurrence on Python
