@@ -549,3 +549,44 @@ def test_benchmark_quick_mode_writes_the_report(tmp_path):
     bleu_times = {(e["reference_s"], e["ours_s"]) for k, e in report["metrics"].items() if k.startswith("bleu")}
     assert len(bleu_times) == 1  # one call yields the four orders, in both implementations
     assert "its time is shown for each order" in done.stdout
+
+
+def test_mostly_distinct_captions_with_repeats_take_the_hash_numbering():
+    """A batch of mostly distinct texts with a few repeats (a candidate repeated, a reference shared
+    by two images, a candidate equal to another image's reference) is numbered from the texts' hashes
+    (bleu._first_occurrence, no dictionary over all texts): the same sentences in first-seen order as
+    a dictionary, and BLEU and ROUGE-L equal to pycocoevalcap bit for bit."""
+    import captioneval.kernels.bleu as kernel
+
+    rows = json.loads(MERGE.read_text())[:300]
+    cands = [row["captions"][0] for row in rows]
+    refs = [list(row["captions"][1:6]) for row in rows]
+    cands[7] = cands[3]
+    refs[10][2] = refs[20][4]
+    cands[30] = refs[40][0]
+    calls = []
+    real = kernel._first_occurrence
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernel, "_first_occurrence", lambda texts: calls.append(len(texts)) or real(texts))
+        index = kernel.index_captions(cands, refs)
+    assert calls, "the hash numbering was not taken"
+    texts = [*cands, *(t for rs in refs for t in rs)]
+    assert index.sentences == list(dict.fromkeys(texts))
+    corpus, per_caption = reference_bleu(cands, refs, 4)
+    ours = bleu_scores(cands, refs, 4)
+    assert np.array_equal(ours.per_caption, per_caption) and ours.corpus.tolist() == corpus
+    assert np.array_equal(rouge_l(cands, refs), reference_rouge(cands, refs))
+
+
+def test_first_occurrence_compares_texts_within_equal_hashes():
+    """Items whose hashes collide but which differ stay apart; equal ones point to the first."""
+    from captioneval.kernels.bleu import _first_occurrence
+
+    class Colliding(str):
+        def __hash__(self):
+            return 7
+
+    items = [Colliding("a"), "x", Colliding("b"), Colliding("a"), "x", "y", Colliding("b")]
+    assert _first_occurrence(items).tolist() == [0, 1, 2, 0, 1, 5, 2]
+    with pytest.raises(TypeError):
+        _first_occurrence(["a", ["unhashable"]])

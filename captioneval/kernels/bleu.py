@@ -132,7 +132,7 @@ def index_captions(candidates: Sequence[str], references: Sequence[Sequence[str]
 
 
 def _index_captions(candidates, references, m: int) -> CaptionIndex:
-    distinct = _distinct_index(candidates, references, m)
+    distinct, n_unique = _distinct_index(candidates, references, m)
     if distinct is not None:
         return distinct
     try:
@@ -144,15 +144,19 @@ def _index_captions(candidates, references, m: int) -> CaptionIndex:
     if () in lists:
         raise ValueError(f"candidate {keys.index(())} has no reference captions")
     texts = list(chain(candidates, chain.from_iterable(lists)))
-    first: dict = {}  # text -> position of its first occurrence in ``texts`` (one C-level pass)
     try:
-        at = np.fromiter(map(first.setdefault, texts, _positions()), dtype=np.int64, count=len(texts))
+        if n_unique is not None and 2 * n_unique >= m + sum(map(len, references)):
+            at = _first_occurrence(texts)  # mostly distinct texts: no dictionary of millions of strings
+        else:
+            first: dict = {}  # text -> position of its first occurrence in ``texts`` (one C-level pass)
+            at = np.fromiter(map(first.setdefault, texts, _positions()), dtype=np.int64, count=len(texts))
     except TypeError:
         raise TypeError("candidates and references must be strings (tokenised captions)") from None
-    sentences = list(first)  # first-seen order
+    is_first = np.flatnonzero(at == np.arange(len(texts)))
+    sentences = [texts[i] for i in is_first.tolist()]  # first-seen order
     _check_strings(sentences)
     sid = np.zeros(len(texts), dtype=np.int64)  # sentence id of each first occurrence
-    sid[np.flatnonzero(at == np.arange(len(texts)))] = np.arange(len(sentences), dtype=np.int64)
+    sid[is_first] = np.arange(len(sentences), dtype=np.int64)
     sid = sid[at]
     cand, refs_flat = sid[:m], sid[m:]
     sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
@@ -173,29 +177,56 @@ def _check_strings(sentences: list) -> None:
                 raise TypeError(f"captions must be strings (tokenised, space-separated), got {type(s).__name__}: {s!r}")
 
 
-def _distinct_index(candidates, references, m: int) -> CaptionIndex | None:
-    """The :class:`CaptionIndex` of a batch in which no text occurs twice (the usual COCO case: every
-    image its own candidate and references), without dictionaries: sentence i is the i-th of the
-    candidates followed by the references, list g and pair g are candidate g's. None when a text
-    repeats (then no two lists can be equal either, as every list is non-empty), when a reference list
-    object is used twice, when the lists are not all lists or tuples, or for an empty list: the
-    general path decides (and raises)."""
+def _distinct_index(candidates, references, m: int) -> tuple[CaptionIndex | None, int | None]:
+    """``(index, None)``: the :class:`CaptionIndex` of a batch in which no text occurs twice (the usual
+    COCO case: every image its own candidate and references), without dictionaries: sentence i is the
+    i-th of the candidates followed by the references, list g and pair g are candidate g's.
+    ``(None, number of distinct texts)`` when a text repeats (then no two lists can be equal either,
+    as every list is non-empty); ``(None, None)`` when a reference list object is used twice, when the
+    lists are not all lists or tuples, for an empty list or an unhashable caption: the general path
+    decides (and raises)."""
     if not m or len(set(map(id, references))) < m or set(map(type, references)) - {list, tuple}:
-        return None
+        return None, None
     sizes = np.fromiter(map(len, references), dtype=np.int64, count=m)
     if sizes.min() == 0:
-        return None
+        return None, None
     texts = list(chain(candidates, chain.from_iterable(references)))
     try:
-        if len(set(texts)) != len(texts):
-            return None
+        n_unique = len(set(texts))
     except TypeError:  # unhashable: the general path raises
-        return None
+        return None, None
+    if n_unique != len(texts):
+        return None, n_unique
     _check_strings(texts)
     ptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(sizes, out=ptr[1:])
     pairs = np.arange(m, dtype=np.int64)
-    return CaptionIndex(texts, pairs, pairs.copy(), pairs.copy(), ptr, np.arange(m, len(texts), dtype=np.int64))
+    return CaptionIndex(texts, pairs, pairs.copy(), pairs.copy(), ptr, np.arange(m, len(texts), dtype=np.int64)), None
+
+
+def _first_occurrence(texts: list) -> np.ndarray:
+    """int64 (n,): the position of the first occurrence of each text in ``texts`` (hashable items),
+    without a dictionary over all of them: a stable argsort of their hashes (``hash`` of a ``str`` is
+    cached in the object), then the items compared with ``==`` only within runs of equal hashes (the
+    repeated texts and the rare hash collisions). For batches of mostly distinct texts, where a
+    dictionary of millions of strings costs seconds (cache misses); the result is the dictionary's.
+    Raises TypeError for an unhashable item."""
+    n = len(texts)
+    h = np.fromiter(map(hash, texts), dtype=np.int64, count=n)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    at = np.arange(n, dtype=np.int64)
+    dup = np.flatnonzero(hs[1:] == hs[:-1])  # sorted positions dup and dup + 1 share a hash
+    if dup.size:
+        members = np.unique(np.concatenate([dup, dup + 1]))
+        seen: dict = {}
+        current = None
+        # within a run of equal hashes the positions ascend (stable sort): the first seen is the first
+        for pos, value in zip(order[members].tolist(), hs[members].tolist()):
+            if value != current:
+                seen, current = {}, value
+            at[pos] = seen.setdefault(texts[pos], pos)
+    return at
 
 
 def expand(ptr: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
