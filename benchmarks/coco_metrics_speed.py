@@ -27,21 +27,16 @@ lower-case words, used as tokenised), then synthetic batches of N candidates wit
 (with the batch's own document frequencies) each; pycocoevalcap only up to ``--reference-max``
 candidates (default 200,000; it grows linearly, about 40-55 s for BLEU at 200k on one core of the
 2-core machine). It prints the ratio per size and the exponent b of a least-squares fit time ~ N^b of ours
-(1.0 is linear). The CHUNK_PAIRS of BLEU / ROUGE-L and CIDEr-D's numeric path for distinct texts
-(NUMERIC_CHUNK items at a time, beyond that against one table of document frequencies) keep that exponent
-near 1: measured 2026-11-28 (``--distinct 10000 50000 200000 1000000 --reference-max 50000 --repeats
-1``, 2-core machine, load average 0.6-1.9) 1.07 / 1.08 / 1.07, ratios 11.7x / 11.8x / 13.0x on the
-COCO example, 13.7x / 12.3x / 13.3x at 10,000 and 10.8x / 12.8x / 12.6x at 50,000 (BLEU / ROUGE-L /
-CIDEr-D; the issue's 20x was not reached then), CIDEr-D 114 s and 3.04 GiB peak at 1,000,000. CIDEr-D
-after its one-sort-per-order rewrite (same day, ``--distinct 10000 50000 --reference-max 50000
---repeats 1``, machine shared with other jobs): 40.3x on the COCO example, 42.5x at 10,000 and 38.3x
-at 50,000 (1.61 s against 61.5 s), exponent 1.06; 72.6 s and 3.25 GiB peak at 1,000,000
-(docs/metrics.md). BLEU and ROUGE-L re-measured later that day after the dictionary-free index for
-distinct texts, the NUL-joined byte tokenizer and the match masks packed by multiplication in
-cache-sized blocks (``--distinct 10000 50000 --reference-max 50000 --repeats 1``, the machine shared
-with another benchmark, pycocoevalcap's BLEU 15.7 s at 50,000 instead of about 12.4 s idle):
-BLEU-1..4 33.0x / 36.6x / 28.8x and ROUGE-L 28.7x / 43.9x / 35.5x on the COCO example / 10,000 /
-50,000 (ours 0.05 / 0.11 / 0.55 s and 0.06 / 0.09 / 0.37 s), exponents 0.98 and 0.88. With
+(1.0 is linear). Measured 2026-11-28 on the idle 2-core machine (``--distinct 10000 50000 200000
+1000000 --reference-max 200000 --repeats 1 --memory 1000000``; equal numbers: BLEU and ROUGE-L bit for
+bit, CIDEr-D within 1.7e-16), ours against pycocoevalcap, BLEU-1..4 / ROUGE-L / CIDEr-D: COCO example
+26.5x / 26.8x / 40.6x; 10,000 35.0x / 34.2x / 36.3x; 50,000 32.5x / 35.7x / 28.5x; 200,000 33.6x /
+30.3x / 20.2x (pycocoevalcap 64 s / 59 s / 252 s); at 1,000,000 ours 20.6 s / 17.1 s / 68.8 s, peak
+memory 1.65 / 1.65 / 3.33 GiB (0.79 GiB of it the input lists). After the hash numbering of mostly
+distinct texts (synthetic 1,000,000 repeats a few texts), ``--reference-max 1`` (ours only, same
+day): 0.14 / 0.59 / 2.18 / 17.2 s BLEU, 0.08 / 0.43 / 1.75 / 13.9 s ROUGE-L, 0.38 / 1.88 / 12.0 /
+66.8 s CIDEr-D at 10k / 50k / 200k / 1M, fitted exponents 1.03 / 1.11 / 1.14 (CIDEr-D costs more per
+item from 50,000 on: one pass up to ``NUMERIC_CHUNK``, two above). With
 ``--memory N`` it then runs each of our three metrics on ``synthetic(N)`` in a child process of its
 own and prints its peak resident memory (``VmHWM``, reset after the input is built) and how much
 of it the process already had with the input lists.
