@@ -343,23 +343,24 @@ def _rating_report(dataset, proto, criterion, runs, settings, levels, statistics
         by_cost = sorted(runs, key=lambda m: -np.unique(rows.metric[m]).size)
         pending = {}
 
-        def item(metric, part):
-            if "item" in levels:
-                if part == "item":
-                    pending[metric, part] = parts.submit(_item_block, names[metric], rows.metric[metric], rows, statistics,
-                                                         n_resamples, seed)
-                else:
-                    pending[metric, part] = parts.submit(_pairwise_block, rows.metric[metric], rows)
+        heavy, rest = by_cost[:1], by_cost[1:]
 
-        if by_cost:
-            item(by_cost[0], "item")
+        def submit_item(metric):
+            pending[metric, "item"] = parts.submit(_item_block, names[metric], rows.metric[metric], rows, statistics,
+                                                   n_resamples, seed)
+
+        def submit_pairwise(metric):
+            pending[metric, "pairwise"] = parts.submit(_pairwise_block, rows.metric[metric], rows)
+
+        if "item" in levels:
+            for metric in heavy:
+                submit_item(metric)
         ceiling_data = _ceiling_data(dataset, criterion)
         ceiling = parts.submit(_rating_ceiling, ceiling_data, proto, headline, n_resamples, seed)
-        if by_cost:
-            item(by_cost[0], "pairwise")
-        for part in ("item", "pairwise"):
-            for metric in by_cost[1:]:
-                item(metric, part)
+        if "item" in levels:
+            for submit, metrics in ((submit_pairwise, heavy), (submit_item, rest), (submit_pairwise, rest)):
+                for metric in metrics:
+                    submit(metric)
         for metric in by_cost:
             x = rows.metric[metric]
             if "image" in levels:

@@ -108,8 +108,8 @@ class BlockDiscordance:
         Raises ValueError for another shape.
 
         Per block one GEMM ``r_t = M_t^T A_t`` (A_t (B, b)); the weights with gold above each class
-        in the earlier blocks are accumulated block by block on (K, b) rows (numpy's ``cumsum``
-        along an outer axis is several times slower than this loop).
+        in the earlier blocks are an exclusive :func:`integer_cumsum` over the blocks (numpy's
+        ``cumsum`` along an outer axis is several times slower).
         """
         at = np.asarray(at)
         if at.ndim != 2 or at.shape[0] != self.length:
@@ -134,11 +134,7 @@ class BlockDiscordance:
         r = np.matmul(m, a3)  # (T, B + 2K, b)
         within = np.einsum("tpb,tpb->b", r[:, :bs], a3, dtype=np.float64)
         above = r[:, bs + k:]  # weight with gold above each class, per block
-        before = np.empty_like(above)  # ... in the earlier blocks
-        acc = np.zeros(above.shape[1:], dtype=dtype)
-        for t in range(nb):
-            before[t] = acc
-            acc += above[t]
+        before = integer_cumsum(above.reshape(nb, k * b)).reshape(nb, k, b) - above  # ... in the earlier blocks
         cross = np.einsum("tkb,tkb->b", r[:, bs:bs + k], before, dtype=np.float64)
         return np.rint(within + cross).astype(np.int64)
 
