@@ -726,14 +726,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
 
-    def terminate(signum, frame):
+    interrupted = []
+
+    def interrupt(signum, frame):
+        interrupted.append(signum)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGTERM, interrupt)
     # Ctrl-C stops the run and its workers even when this process was started with SIGINT ignored or
     # blocked, which a child inherits from its parent (a background job, or a parent that ignored it
     # while it started us: a CI run once saw the script run to the end after SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, interrupt)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     queue = f"metric-scale-{uuid.uuid4().hex[:12]}"
     try:
@@ -745,12 +748,17 @@ def main(argv=None) -> int:
                 report = benchmark(args)
         finally:
             forget_queue(queue)
-    except KeyboardInterrupt:
-        print("interrupted: workers stopped", file=sys.stderr)
-        return 130
-    except (ValueError, RuntimeError, psycopg.Error) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except BaseException as exc:
+        # an interrupt inside a database call can surface as another error: Django's atomic() then
+        # fails to restore autocommit ("connection in transaction status ACTIVE"), chained to the
+        # KeyboardInterrupt (a CI run once exited 1 that way); the workers are stopped either way
+        if interrupted or isinstance(exc, KeyboardInterrupt):
+            print("interrupted: workers stopped", file=sys.stderr)
+            return 130
+        if isinstance(exc, (ValueError, RuntimeError, psycopg.Error)):
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        raise
     print()
     print(table(report))
     for d in report["data"]:

@@ -107,3 +107,39 @@ def test_interrupt_stops_the_workers(tmp_path):
     assert proc.returncode == 130, (stdout[-3000:], stderr[-3000:])
     assert "interrupted: workers stopped" in stderr
     assert no_worker_left(pids)
+
+
+def test_an_interrupt_that_surfaces_as_a_database_error_exits_130(monkeypatch, capsys):
+    """Ctrl-C inside a database call can reach main() as another exception: Django's atomic() fails
+    to restore autocommit on the interrupted connection and raises ProgrammingError from the
+    KeyboardInterrupt (a CI run exited 1 that way). The script still reports the interrupt, 130."""
+    import time
+
+    from django.db.utils import ProgrammingError
+
+    def benchmark(args):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(10)  # the handler raises before this ends
+        except KeyboardInterrupt as exc:
+            raise ProgrammingError("can't change 'autocommit' now: connection in transaction status ACTIVE") from exc
+        raise AssertionError("SIGINT did not interrupt")
+
+    for name, fn in (("ensure_database", lambda url: None), ("setup_django", lambda *a: None),
+                     ("forget_queue", lambda queue: None), ("benchmark", benchmark)):
+        monkeypatch.setattr(metric_scale, name, fn)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert metric_scale.main(["--quick", "--database-url", database_url()]) == 130
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    assert "interrupted: workers stopped" in capsys.readouterr().err
+    # any other error still surfaces
+    monkeypatch.setattr(metric_scale, "benchmark", lambda args: (_ for _ in ()).throw(LookupError("boom")))
+    try:
+        with pytest.raises(LookupError):
+            metric_scale.main(["--quick", "--database-url", database_url()])
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
