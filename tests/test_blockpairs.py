@@ -35,7 +35,8 @@ def test_counts_equal_the_pair_by_pair_count(block):
 
 def test_large_weights_take_the_float64_products():
     """Weights whose total leaves float32's exact integers (2**24) are counted in float64; large
-    weights below that total stay exact in the float32 products."""
+    weights below that total stay exact in the float32 products, and their within-block sums (here
+    up to 9000 * 28,003, past 2**24) leave the per-block float32 sums for float64 ones."""
     gold = np.array([3, 1, 2, 0, 2, 1, 0, 3])
     bd = BlockDiscordance(gold, block=8)
     for w in (np.array([[5000, 7000, 3000, 9000, 1, 0, 4000, 2]]),

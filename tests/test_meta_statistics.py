@@ -296,6 +296,13 @@ def test_tie_calibration_equals_exhaustive_search_when_all_differences_are_candi
         assert res.accuracy == pytest.approx(best, abs=1e-15)
         assert res.accuracy >= pairwise_accuracy(x, y, g, average="pooled_pairs")
         assert pairwise_accuracy(x, y, g, epsilon=res.epsilon, average="pooled_pairs") == res.accuracy
+        if g is None:  # the sweep's counts at epsilon 0 are those of tau_23 and acc_23, by hand too
+            assert res.counts_at_zero == pair_counts(x, y) and res.counts_at_zero.to_dict() == dict(zip(
+                ("concordant", "discordant", "ties_x", "ties_y", "ties_xy", "total"), brute_counts(x, y, None, 0.0)))
+            assert res.counts_at_zero.tau_23() == kendall_tau_23(x, y)
+            assert res.counts_at_zero.acc_23() == pairwise_accuracy(x, y)
+        else:
+            assert res.counts_at_zero is None
 
 
 def test_tie_calibration_sampled_candidates_large_n():

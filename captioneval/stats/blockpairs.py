@@ -28,8 +28,11 @@ How: the entries are cut into blocks of ``block`` consecutive entries (the last 
 Exactness: every product and partial sum is an integer. The matrix products and the sums over
 earlier blocks run in float32, whose integers are exact below 2**24: every entry of ``A_t M_t`` and
 every running class sum is at most the sample's total weight, which is checked (float64 products
-otherwise); the within-block and cross products are multiplied and summed in float64 (exact below
-2**53: D is at most the total weight squared over 2) and returned as int64. So D is the same integer that a
+otherwise); the within-block and cross products are summed per block in float32 when a block's
+parts stay below 2**24 (its within part is at most W^2 / 2 and its cross part W times the total
+weight, W the block's weight), else multiplied and summed in float64, and the blocks' sums are
+added in float64 (exact below 2**53: D is at most the total weight squared over 2) and returned as
+int64. So D is the same integer that a
 pair-by-pair count, scipy.stats.kendalltau's merge-sort count, or the bit-level cumulative sums of
 :mod:`captioneval.stats.significance` give.
 
@@ -132,10 +135,17 @@ class BlockDiscordance:
         a3[: self.length] = at
         a3 = a3.reshape(nb, bs, b)
         r = np.matmul(m, a3)  # (T, B + 2K, b)
-        within = np.einsum("tpb,tpb->b", r[:, :bs], a3, dtype=np.float64)
         above = r[:, bs + k:]  # weight with gold above each class, per block
         before = integer_cumsum(above.reshape(nb, k * b)).reshape(nb, k, b) - above  # ... in the earlier blocks
-        cross = np.einsum("tkb,tkb->b", r[:, bs:bs + k], before, dtype=np.float64)
+        # a block's within part is at most W_t^2 / 2 and its cross part W_t * total (W_t: the block's
+        # weight): summed per block in float32 when both stay exact, then over the blocks in float64
+        block_max = float(bs) if at.dtype == bool else (float(r[:, bs:bs + k].sum(axis=1).max()) if exact32 else np.inf)
+        if block_max * block_max / 2 < _F32_EXACT and block_max * total < _F32_EXACT:
+            within = np.einsum("tpb,tpb->tb", r[:, :bs], a3).sum(axis=0, dtype=np.float64)
+            cross = np.einsum("tkb,tkb->tb", r[:, bs:bs + k], before).sum(axis=0, dtype=np.float64)
+        else:
+            within = np.einsum("tpb,tpb->b", r[:, :bs], a3, dtype=np.float64)
+            cross = np.einsum("tkb,tkb->b", r[:, bs:bs + k], before, dtype=np.float64)
         return np.rint(within + cross).astype(np.int64)
 
 

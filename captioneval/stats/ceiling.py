@@ -420,7 +420,8 @@ def _split_half_kendall(cells, halves, statistic: str, n_splits: int, n_resample
         per_split[s] = weighted_kendall_scipy({k: v[:1] for k, v in sums.items()}, statistic)[0]
         if idx.size:
             rest = {k: v[1:] for k, v in sums.items()}
-            fast_formula = min(np.unique(a).size, np.unique(b).size) <= KENDALL_FAST_MAX_CLASSES
+            # distinct values of a and b: those with weight in the all-ones row 0
+            fast_formula = min(int(sums["kx"][0]), int(sums["ky"][0])) <= KENDALL_FAST_MAX_CLASSES
             dist[idx] = weighted_kendall_bootstrap(rest, statistic) if fast_formula else weighted_kendall_scipy(rest, statistic)
     finite = per_split[np.isfinite(per_split)]
     value = float(finite.mean()) if finite.size else math.nan

@@ -717,11 +717,15 @@ class TieCalibration:
     accuracy : acc_23 at the chosen epsilon ("acc_eq"), in [0, 1].
     epsilon : the metric tie threshold that maximises acc_23 (the smallest one on ties).
     n_candidates : number of distinct thresholds evaluated (including 0).
+    counts_at_zero : without groups, the :class:`PairCounts` at epsilon = 0 that the sweep computed
+        (their ``tau_23()`` and ``acc_23()`` are :func:`kendall_tau_23` and :func:`pairwise_accuracy`
+        of the same rows); None with groups. Not part of :meth:`to_dict`.
     """
 
     accuracy: float
     epsilon: float
     n_candidates: int
+    counts_at_zero: PairCounts | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -832,13 +836,19 @@ def tie_calibrated_accuracy(
         q = np.quantile(diffs, levels, method="lower")
         candidates = np.unique(np.concatenate(([0.0], q)))
     best_acc, best_eps = -math.inf, 0.0
+    at_zero = None
     for eps in candidates:
-        acc = _average_pair_counts(counter, float(eps), "pairwise_accuracy", average)
+        if codes is None:  # one group: the pooled counts (as _average_pair_counts), kept at eps = 0
+            pc = counter.counts(float(eps))
+            at_zero = pc if eps == 0.0 else at_zero
+            acc = pc.acc_23()
+        else:
+            acc = _average_pair_counts(counter, float(eps), "pairwise_accuracy", average)
         if math.isnan(acc):
-            return TieCalibration(math.nan, 0.0, int(candidates.size))
+            return TieCalibration(math.nan, 0.0, int(candidates.size), at_zero)
         if acc > best_acc:
             best_acc, best_eps = acc, float(eps)
-    return TieCalibration(float(best_acc), best_eps, int(candidates.size))
+    return TieCalibration(float(best_acc), best_eps, int(candidates.size), at_zero)
 
 
 # --------------------------------------------------------------------------------------------
