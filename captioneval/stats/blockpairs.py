@@ -73,15 +73,18 @@ class BlockDiscordance:
         padded = np.zeros(self.n_blocks * self.block, dtype=np.int64)
         padded[: self.length] = g
         gb = padded.reshape(self.n_blocks, self.block)
-        upper = np.triu(np.ones((self.block, self.block), dtype=bool), k=1)
-        u = (gb[:, :, None] > gb[:, None, :]) & upper[None, :, :]
-        y = gb[:, :, None] == np.arange(self.k)[None, None, :]
         # [U | Y | Y G] with G[k', k] = [k' > k]: one product gives the within-block rows, the
-        # weight per gold class and the weight with gold above each class
-        above = y.astype(np.int64) @ np.tril(np.ones((self.k, self.k), dtype=np.int64), k=-1)
-        # transposed, (T, B + 2K, B): the samples are the columns of each block's product
-        self._m32 = np.ascontiguousarray(
-            np.concatenate((u, y, above.astype(bool)), axis=2).transpose(0, 2, 1), dtype=np.float32)
+        # weight per gold class and the weight with gold above each class. Stored transposed,
+        # (T, B + 2K, B) (the samples are the columns of each block's product): row p of U^T is
+        # [q < p][g_q > g_p] over q, row k of Y^T is [g_q == k], row k of (Y G)^T is [g_q > k]
+        bs, k = self.block, self.k
+        g_q = gb[:, None, :]
+        classes = np.arange(k)[None, :, None]
+        m = np.empty((self.n_blocks, bs + 2 * k, bs), dtype=np.float32)
+        m[:, :bs] = (g_q > gb[:, :, None]) & np.tril(np.ones((bs, bs), dtype=bool), k=-1)[None]
+        m[:, bs:bs + k] = g_q == classes
+        m[:, bs + k:] = g_q > classes
+        self._m32 = m
         self._m64 = None
 
     @staticmethod
