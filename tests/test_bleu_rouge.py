@@ -567,15 +567,30 @@ def test_mostly_distinct_captions_with_repeats_take_the_hash_numbering():
     calls = []
     real = kernel._first_occurrence
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(kernel, "_first_occurrence", lambda texts: calls.append(len(texts)) or real(texts))
+        patch.setattr(kernel, "_first_occurrence",
+                      lambda texts, hashes=None: calls.append(hashes is not None) or real(texts, hashes))
         index = kernel.index_captions(cands, refs)
-    assert calls, "the hash numbering was not taken"
+    assert calls == [True], "the hash numbering was not taken, or hashed the texts again"
     texts = [*cands, *(t for rs in refs for t in rs)]
     assert index.sentences == list(dict.fromkeys(texts))
     corpus, per_caption = reference_bleu(cands, refs, 4)
     ours = bleu_scores(cands, refs, 4)
     assert np.array_equal(ours.per_caption, per_caption) and ours.corpus.tolist() == corpus
     assert np.array_equal(rouge_l(cands, refs), reference_rouge(cands, refs))
+    # two images with equal reference lists (different list objects): the lists are numbered by a
+    # dictionary, the texts hashed again over the distinct lists
+    refs[50] = list(refs[60])
+    calls.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernel, "_first_occurrence",
+                      lambda texts, hashes=None: calls.append(hashes is not None) or real(texts, hashes))
+        index = kernel.index_captions(cands, refs)
+    assert calls == [False] and len(index.group_ptr) == len(refs)  # 299 distinct lists
+    distinct_lists = list(dict.fromkeys(map(tuple, refs)))
+    assert index.sentences == list(dict.fromkeys([*cands, *(t for rs in distinct_lists for t in rs)]))
+    corpus, per_caption = reference_bleu(cands, refs, 4)
+    ours = bleu_scores(cands, refs, 4)
+    assert np.array_equal(ours.per_caption, per_caption) and ours.corpus.tolist() == corpus
 
 
 def test_first_occurrence_compares_texts_within_equal_hashes():
@@ -588,5 +603,8 @@ def test_first_occurrence_compares_texts_within_equal_hashes():
 
     items = [Colliding("a"), "x", Colliding("b"), Colliding("a"), "x", "y", Colliding("b")]
     assert _first_occurrence(items).tolist() == [0, 1, 2, 0, 1, 5, 2]
+    hashes = np.array([hash(t) for t in items], dtype=np.int64)
+    assert _first_occurrence(items, (hashes, np.sort(hashes))).tolist() == [0, 1, 2, 0, 1, 5, 2]
+    assert _first_occurrence(["q", "r", "s"]).tolist() == [0, 1, 2]  # no shared hash: nothing compared
     with pytest.raises(TypeError):
         _first_occurrence(["a", ["unhashable"]])

@@ -32,7 +32,7 @@ reproduces exactly (equal per caption and corpus to the last bit on the bundled 
 Implementation: every distinct sentence and reference list is numbered once (the shared-text
 shortcut: a text repeated across candidates or images is split and counted once); when no text
 repeats (distinct captions, the usual COCO case) the numbering is the texts' order and needs no
-dictionary, only a set to check it (:func:`_distinct_index`). ASCII sentences are split with numpy
+dictionary, only a sort of their hashes to check it (:func:`_distinct_index`). ASCII sentences are split with numpy
 over their bytes joined by NUL bytes, each token becoming one int64 key (its bytes when it has at
 most 8, read as two aligned words and a shift; a first-occurrence id of a longer token, found by
 sorting its 8-byte words; :func:`_tokenize`), so no Python object is built per token. For distinct
@@ -132,13 +132,16 @@ def index_captions(candidates: Sequence[str], references: Sequence[Sequence[str]
 
 
 def _index_captions(candidates, references, m: int) -> CaptionIndex:
-    distinct, n_unique = _distinct_index(candidates, references, m)
+    distinct, n_unique, hashes = _distinct_index(candidates, references, m)
     if distinct is not None:
         return distinct
     try:
         keys = list(map(tuple, references))  # C loops throughout: this runs once per candidate
-        lists = {key: g for g, key in enumerate(dict.fromkeys(keys))}
-        group = np.fromiter(map(lists.__getitem__, keys), dtype=np.int64, count=m)
+        if hashes is not None and _all_distinct(keys):  # mostly distinct texts: no two lists equal
+            lists, group = keys, np.arange(m, dtype=np.int64)
+        else:
+            lists = {key: g for g, key in enumerate(dict.fromkeys(keys))}
+            group = np.fromiter(map(lists.__getitem__, keys), dtype=np.int64, count=m)
     except TypeError:
         raise TypeError("references must be lists of strings (tokenised captions)") from None
     if () in lists:
@@ -146,7 +149,9 @@ def _index_captions(candidates, references, m: int) -> CaptionIndex:
     texts = list(chain(candidates, chain.from_iterable(lists)))
     try:
         if n_unique is not None and 2 * n_unique >= m + sum(map(len, references)):
-            at = _first_occurrence(texts)  # mostly distinct texts: no dictionary of millions of strings
+            # mostly distinct texts: no dictionary of millions of strings; with no two lists equal,
+            # ``texts`` are the ones _distinct_index hashed, in the same order
+            at = _first_occurrence(texts, hashes if len(lists) == m else None)
         else:
             first: dict = {}  # text -> position of its first occurrence in ``texts`` (one C-level pass)
             at = np.fromiter(map(first.setdefault, texts, _positions()), dtype=np.int64, count=len(texts))
@@ -177,52 +182,72 @@ def _check_strings(sentences: list) -> None:
                 raise TypeError(f"captions must be strings (tokenised, space-separated), got {type(s).__name__}: {s!r}")
 
 
-def _distinct_index(candidates, references, m: int) -> tuple[CaptionIndex | None, int | None]:
-    """``(index, None)``: the :class:`CaptionIndex` of a batch in which no text occurs twice (the usual
-    COCO case: every image its own candidate and references), without dictionaries: sentence i is the
-    i-th of the candidates followed by the references, list g and pair g are candidate g's.
-    ``(None, number of distinct texts)`` when a text repeats (then no two lists can be equal either,
-    as every list is non-empty); ``(None, None)`` when a reference list object is used twice, when the
-    lists are not all lists or tuples, for an empty list or an unhashable caption: the general path
-    decides (and raises)."""
+def _distinct_index(candidates, references, m: int) -> tuple[CaptionIndex | None, int | None, np.ndarray | None]:
+    """``(index, None, None)``: the :class:`CaptionIndex` of a batch in which no text occurs twice (the
+    usual COCO case: every image its own candidate and references), without dictionaries: sentence i
+    is the i-th of the candidates followed by the references, list g and pair g are candidate g's.
+    ``(None, number of distinct hashes, (hashes, sorted hashes))`` when two texts share a hash (a
+    repeated text, or a rare collision of different ones: the general path sorts that out; the count
+    is then at most the number of distinct texts), with the int64 ``hash`` of every text (candidates,
+    then the references in order) and the same sorted, for :func:`_first_occurrence`; ``(None, None, None)`` when a reference list object is
+    used twice, when the lists are not all lists or tuples, for an empty list or an unhashable
+    caption: the general path decides (and raises).
+
+    Distinctness comes from one ``np.sort`` of the texts' hashes (``hash`` of a ``str`` is cached in
+    the object): a Python set of millions of strings costs several times that in cache misses."""
     if not m or len(set(map(id, references))) < m or set(map(type, references)) - {list, tuple}:
-        return None, None
+        return None, None, None
     sizes = np.fromiter(map(len, references), dtype=np.int64, count=m)
     if sizes.min() == 0:
-        return None, None
+        return None, None, None
     texts = list(chain(candidates, chain.from_iterable(references)))
     try:
-        n_unique = len(set(texts))
+        hashes = np.fromiter(map(hash, texts), dtype=np.int64, count=len(texts))
     except TypeError:  # unhashable: the general path raises
-        return None, None
-    if n_unique != len(texts):
-        return None, n_unique
+        return None, None, None
+    sorted_hashes = np.sort(hashes)
+    shared = np.count_nonzero(sorted_hashes[1:] == sorted_hashes[:-1])
+    if shared:
+        return None, len(texts) - int(shared), (hashes, sorted_hashes)
     _check_strings(texts)
     ptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(sizes, out=ptr[1:])
     pairs = np.arange(m, dtype=np.int64)
-    return CaptionIndex(texts, pairs, pairs.copy(), pairs.copy(), ptr, np.arange(m, len(texts), dtype=np.int64)), None
+    return CaptionIndex(texts, pairs, pairs.copy(), pairs.copy(), ptr, np.arange(m, len(texts), dtype=np.int64)), None, None
 
 
-def _first_occurrence(texts: list) -> np.ndarray:
+def _all_distinct(items: list) -> bool:
+    """Whether no two of ``items`` (hashable) are equal: True when their hashes are all different,
+    else decided by a set (a repeat, or a rare collision). Raises TypeError for an unhashable item."""
+    h = np.sort(np.fromiter(map(hash, items), dtype=np.int64, count=len(items)))
+    return not np.any(h[1:] == h[:-1]) or len(set(items)) == len(items)
+
+
+def _first_occurrence(texts: list, hashes: tuple | None = None) -> np.ndarray:
     """int64 (n,): the position of the first occurrence of each text in ``texts`` (hashable items),
-    without a dictionary over all of them: a stable argsort of their hashes (``hash`` of a ``str`` is
-    cached in the object), then the items compared with ``==`` only within runs of equal hashes (the
-    repeated texts and the rare hash collisions). For batches of mostly distinct texts, where a
-    dictionary of millions of strings costs seconds (cache misses); the result is the dictionary's.
+    without a dictionary over all of them: the hashes (``hashes``: (int64 (n,), the same sorted), when
+    the caller has them) are sorted to find the values that occur more than once; only the texts with such a hash
+    (the repeated texts and the rare hash collisions) are grouped by hash, in ascending positions,
+    and compared with ``==``. For batches of mostly distinct texts, where a dictionary of millions of
+    strings costs seconds (cache misses); the result is the dictionary's.
     Raises TypeError for an unhashable item."""
     n = len(texts)
-    h = np.fromiter(map(hash, texts), dtype=np.int64, count=n)
-    order = np.argsort(h, kind="stable")
-    hs = h[order]
+    if hashes is None:
+        h = np.fromiter(map(hash, texts), dtype=np.int64, count=n)
+        hs = np.sort(h)
+    else:
+        h, hs = hashes
     at = np.arange(n, dtype=np.int64)
-    dup = np.flatnonzero(hs[1:] == hs[:-1])  # sorted positions dup and dup + 1 share a hash
-    if dup.size:
-        members = np.unique(np.concatenate([dup, dup + 1]))
+    repeated = hs[1:][hs[1:] == hs[:-1]]
+    if repeated.size:
+        values = np.unique(repeated)
+        slot = np.minimum(np.searchsorted(values, h), values.size - 1)
+        members = np.flatnonzero(values[slot] == h)  # ascending positions of the texts with such a hash
+        members = members[np.argsort(h[members], kind="stable")]  # by hash, positions ascending within
         seen: dict = {}
         current = None
-        # within a run of equal hashes the positions ascend (stable sort): the first seen is the first
-        for pos, value in zip(order[members].tolist(), hs[members].tolist()):
+        # within a run of equal hashes the positions ascend: the first seen is the first occurrence
+        for pos, value in zip(members.tolist(), h[members].tolist()):
             if value != current:
                 seen, current = {}, value
             at[pos] = seen.setdefault(texts[pos], pos)
