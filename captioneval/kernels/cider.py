@@ -576,9 +576,10 @@ _PACK_BITS = 63
 _LONG_TOKEN = np.int64(-2 ** 63)
 
 
-def _sorted_distinct(x: np.ndarray) -> np.ndarray:
-    """``np.unique(x)`` of an int64 array by one sort (numpy's hash-based ``unique`` is slower here)."""
-    x = np.sort(x)
+def _sorted_distinct(x: np.ndarray, kind: str | None = None) -> np.ndarray:
+    """``np.unique(x)`` of an int64 array by one sort (numpy's hash-based ``unique`` is slower here);
+    ``kind="stable"`` (timsort) for an array made of a few sorted runs."""
+    x = np.sort(x, kind=kind)
     if len(x) > 1:
         keep = np.empty(len(x), dtype=bool)
         keep[0] = True
@@ -875,7 +876,9 @@ def _cider_numeric(candidates: Sequence[str], references: Sequence[Sequence[str]
         if len(todo) == 1:
             keys, counts = todo[0]
         else:
-            keys = _sorted_distinct(np.concatenate([p[0] for p in todo])) if todo else np.zeros(0, dtype=np.int64)
+            # the parts are sorted runs: a stable sort (timsort) merges them in O(n log parts)
+            keys = _sorted_distinct(np.concatenate([p[0] for p in todo]), kind="stable") if todo else \
+                np.zeros(0, dtype=np.int64)
             counts = np.zeros(len(keys), dtype=np.int32)
             for p_keys, p_counts in todo:
                 counts[np.searchsorted(keys, p_keys)] += p_counts
