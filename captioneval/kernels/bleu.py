@@ -32,10 +32,10 @@ reproduces exactly (equal per caption and corpus to the last bit on the bundled 
 Implementation: every distinct sentence and reference list is numbered once (the shared-text
 shortcut: a text repeated across candidates or images is split and counted once); when no text
 repeats (distinct captions, the usual COCO case) the numbering is the texts' order and needs no
-dictionary, only a sort of their hashes to check it (:func:`_distinct_index`). ASCII sentences are split with numpy
-over their bytes joined by NUL bytes, each token becoming one int64 key (its bytes when it has at
-most 8, read as two aligned words and a shift; a first-occurrence id of a longer token, found by
-sorting its 8-byte words; :func:`_tokenize`), so no Python object is built per token. For distinct
+dictionary, only a sort of their hashes to check it (:func:`_distinct_index`). ASCII sentences are
+split with numpy over their bytes joined by NUL bytes, each token becoming one int64 key (its bytes
+when it has at most 8, read as two aligned words and a shift; a first-occurrence id of a longer
+token, found by sorting its 8-byte words; :func:`_tokenize`), so no Python object is built per token. For distinct
 captions (each reference list used by few candidates) the clipped matches are counted without
 n-gram ids: a candidate's token-match masks against each of its references (bit j of ``M[r, i]``
 set when reference token j equals candidate token i) come from one comparison of padded key arrays
@@ -182,16 +182,17 @@ def _check_strings(sentences: list) -> None:
                 raise TypeError(f"captions must be strings (tokenised, space-separated), got {type(s).__name__}: {s!r}")
 
 
-def _distinct_index(candidates, references, m: int) -> tuple[CaptionIndex | None, int | None, np.ndarray | None]:
+def _distinct_index(candidates, references, m: int) -> tuple[CaptionIndex | None, int | None, tuple | None]:
     """``(index, None, None)``: the :class:`CaptionIndex` of a batch in which no text occurs twice (the
     usual COCO case: every image its own candidate and references), without dictionaries: sentence i
     is the i-th of the candidates followed by the references, list g and pair g are candidate g's.
     ``(None, number of distinct hashes, (hashes, sorted hashes))`` when two texts share a hash (a
     repeated text, or a rare collision of different ones: the general path sorts that out; the count
     is then at most the number of distinct texts), with the int64 ``hash`` of every text (candidates,
-    then the references in order) and the same sorted, for :func:`_first_occurrence`; ``(None, None, None)`` when a reference list object is
-    used twice, when the lists are not all lists or tuples, for an empty list or an unhashable
-    caption: the general path decides (and raises).
+    then the references in order) and the same sorted, for :func:`_first_occurrence`;
+    ``(None, None, None)`` when a reference list object is used twice, when the lists are not all
+    lists or tuples, for an empty list or an unhashable caption: the general path decides (and
+    raises).
 
     Distinctness comes from one ``np.sort`` of the texts' hashes (``hash`` of a ``str`` is cached in
     the object): a Python set of millions of strings costs several times that in cache misses."""
@@ -226,9 +227,9 @@ def _all_distinct(items: list) -> bool:
 def _first_occurrence(texts: list, hashes: tuple | None = None) -> np.ndarray:
     """int64 (n,): the position of the first occurrence of each text in ``texts`` (hashable items),
     without a dictionary over all of them: the hashes (``hashes``: (int64 (n,), the same sorted), when
-    the caller has them) are sorted to find the values that occur more than once; only the texts with such a hash
-    (the repeated texts and the rare hash collisions) are grouped by hash, in ascending positions,
-    and compared with ``==``. For batches of mostly distinct texts, where a dictionary of millions of
+    the caller has them) are sorted to find the values that occur more than once; only the texts with
+    such a hash (the repeated texts and the rare hash collisions) are grouped by hash, in ascending
+    positions, and compared with ``==``. For batches of mostly distinct texts, where a dictionary of millions of
     strings costs seconds (cache misses); the result is the dictionary's.
     Raises TypeError for an unhashable item."""
     n = len(texts)
