@@ -36,7 +36,11 @@ memory 1.65 / 1.65 / 3.33 GiB (0.79 GiB of it the input lists). After the hash n
 distinct texts (synthetic 1,000,000 repeats a few texts), ``--reference-max 1`` (ours only, same
 day): 0.14 / 0.59 / 2.18 / 17.2 s BLEU, 0.08 / 0.43 / 1.75 / 13.9 s ROUGE-L, 0.38 / 1.88 / 12.0 /
 66.8 s CIDEr-D at 10k / 50k / 200k / 1M, fitted exponents 1.03 / 1.11 / 1.14 (CIDEr-D costs more per
-item from 50,000 on: one pass up to ``NUMERIC_CHUNK``, two above). With
+item from 50,000 on: one pass up to ``NUMERIC_CHUNK``, two above). Later that day, on a machine that
+ran pycocoevalcap about 1.5x faster, after the hash-sorted distinctness check: 22.2x / 22.7x / 25.2x
+(COCO example), 26.7x / 26.6x / 24.9x (10k), 24.6x / 30.0x / 23.0x (50k; ``--repeats 3``), 31.0x /
+29.5x / 15.3x at 200k (pycocoevalcap 36 / 28 / 162 s); ours 7.56 / 6.36 / 65.65 s at 1M, exponents
+1.05 / 1.05 / 1.21 (docs/metrics.md). With
 ``--memory N`` it then runs each of our three metrics on ``synthetic(N)`` in a child process of its
 own and prints its peak resident memory (``VmHWM``, reset after the input is built) and how much
 of it the process already had with the input lists.
