@@ -142,7 +142,12 @@ class BlockDiscordance:
         before = integer_cumsum(above.reshape(nb, k * b)).reshape(nb, k, b) - above  # ... in the earlier blocks
         # a block's within part is at most W_t^2 / 2 and its cross part W_t * total (W_t: the block's
         # weight): summed per block in float32 when both stay exact, then over the blocks in float64
-        block_max = float(bs) if at.dtype == bool else (float(r[:, bs:bs + k].sum(axis=1).max()) if exact32 else np.inf)
+        if at.dtype == bool:
+            block_max = float(bs)
+        elif exact32:
+            block_max = float(r[:, bs:bs + k].sum(axis=1).max())  # the class weights add up to W_t
+        else:
+            block_max = np.inf
         if block_max * block_max / 2 < _F32_EXACT and block_max * total < _F32_EXACT:
             within = np.einsum("tpb,tpb->tb", r[:, :bs], a3).sum(axis=0, dtype=np.float64)
             cross = np.einsum("tkb,tkb->tb", r[:, bs:bs + k], before).sum(axis=0, dtype=np.float64)

@@ -836,12 +836,11 @@ def tie_calibrated_accuracy(
         q = np.quantile(diffs, levels, method="lower")
         candidates = np.unique(np.concatenate(([0.0], q)))
     best_acc, best_eps = -math.inf, 0.0
-    at_zero = None
+    # one group: the counts at eps = 0 (the first candidate) are kept for tau_23 and acc_23
+    at_zero = counter.counts(0.0) if codes is None else None
     for eps in candidates:
-        if codes is None:  # one group: the pooled counts (as _average_pair_counts), kept at eps = 0
-            pc = counter.counts(float(eps))
-            at_zero = pc if eps == 0.0 else at_zero
-            acc = pc.acc_23()
+        if at_zero is not None and eps == 0.0:
+            acc = at_zero.acc_23()  # what _average_pair_counts gives for one group
         else:
             acc = _average_pair_counts(counter, float(eps), "pairwise_accuracy", average)
         if math.isnan(acc):
