@@ -498,6 +498,7 @@ def test_distinct_captions_take_the_numeric_path_equal_to_pycocoevalcap(monkeypa
     real = kernel._cider_numeric
     monkeypatch.setattr(kernel, "_cider_numeric", lambda *a, **k: calls.append(1) or real(*a, **k))
     monkeypatch.setattr(kernel, "NUMERIC_CHUNK", chunk)
+    monkeypatch.setattr(kernel, "ONE_PASS_ITEMS", min(chunk, 10 ** 6))
     ours = cider_d(cands, refs)
     assert calls == [1]
     theirs = references.cider_d(cands, refs)[1]
@@ -534,6 +535,34 @@ def test_numeric_path_scores_do_not_depend_on_chunks_or_sort():
         mp.setattr(kernel, "_PACK_BITS", 0)
         assert np.array_equal(kernel._cider_numeric(cands, refs, n_refs, 4, 6.0, 10 ** 6), one)
         assert np.array_equal(kernel._cider_numeric(cands, refs, n_refs, 4, 6.0, 400), one)
+    with pytest.MonkeyPatch.context() as mp:  # the tables merged after every few chunks, in many slices
+        mp.setattr(kernel, "MERGE_MIN", 500)
+        mp.setattr(kernel, "MERGE_SLICE", 300)
+        assert np.array_equal(kernel._cider_numeric(cands, refs, n_refs, 4, 6.0, 100), one)
+
+
+def test_count_tables_merge_into_their_sum():
+    """_merge_counts adds the counts of equal keys over any number of sorted tables, in one slice or
+    many (the slices cut at quantiles of the largest table; empty tables and slices included): equal
+    to a Counter of the same (key, count) pairs, keys sorted."""
+    from collections import Counter
+
+    from captioneval.kernels.cider import _merge_counts
+
+    rng = np.random.default_rng(7)
+    parts, expected = [], Counter()
+    for size in (0, 1, 40, 3000, 2500, 0, 700):
+        keys = np.unique(rng.integers(-2 ** 62, 2 ** 62, size=size) // 2 ** 50)  # few distinct: many repeats
+        counts = rng.integers(1, 1000, size=len(keys)).astype(np.int32)
+        parts.append((keys, counts))
+        expected.update(dict(zip(keys.tolist(), counts.tolist())))
+    keys_sorted = sorted(expected)
+    for slice_size in (10 ** 9, 500, 7):
+        todo = list(parts)
+        keys, counts = _merge_counts(todo, slice_size)
+        assert todo == [] and keys.dtype == np.int64 and counts.dtype == np.int32
+        assert keys.tolist() == keys_sorted and counts.tolist() == [expected[k] for k in keys_sorted]
+    assert len(keys_sorted) < sum(len(p[0]) for p in parts)  # tables shared keys
 
 
 def test_byte_tokens_equal_the_bleu_tokenizer_and_str_split():

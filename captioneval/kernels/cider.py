@@ -51,15 +51,17 @@ Without a supplied table, a batch whose caption texts are mostly distinct (at le
 scored by ``_cider_numeric`` without a Python object per token or n-gram: ASCII captions become int64
 token keys (``_ascii_tokens``: a token's bytes, one dictionary for the tokens over 8 bytes), numbered
 on the batch's sorted vocabulary (word ids ``0..V-1`` through a hash table, ``_dense_ids``); a k-gram's
-key is the base-V number of its word ids. The batch is processed :data:`NUMERIC_CHUNK` items at a
-time, each item's candidate followed by its references; per chunk and order k, one ``np.sort`` of
+key is the base-V number of its word ids. A batch of up to :data:`ONE_PASS_ITEMS` items is processed
+as one chunk, a larger one :data:`NUMERIC_CHUNK` items at a time, each item's candidate followed by
+its references; per chunk and order k, one ``np.sort`` of
 int64 values holding (dense id of the k-gram, position) orders the k-gram positions, and everything
 else is runs of that order: term frequencies (a k-gram's run in one sentence), document frequencies
 ((k-gram, item) groups holding a reference) and clipped products (a reference's run and its item's
 candidate's run of the same k-gram, adjacent in the group). A batch of one chunk is one such pass; a
 larger one first counts the document frequencies over the references of every chunk into one table
-per order (merged by sorted keys; only counts >= 2 kept, since ``df = 1`` and ``df = 0`` give the same
-idf) and then scores each chunk against it. Every sum over n-grams adds in ascending order of their
+per order (merged in slices of the key range by one ``np.argsort`` each, linear in time and memory;
+only counts >= 2 kept, since ``df = 1`` and ``df = 0`` give the same idf) and then scores each chunk
+against it. Every sum over n-grams adds in ascending order of their
 keys, as on this path before; equal to pycocoevalcap within 1e-15 on the bundled COCO example (the
 norms are summed in another order than pycocoevalcap's dictionaries). Non-ASCII text or a vocabulary
 with ``V**n >= 2**63`` takes the general path.
@@ -556,14 +558,18 @@ def _sum_by(key: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(key, weights=weights, minlength=size).astype(np.float64, copy=False)
 
 
-#: items per chunk of :func:`_cider_numeric`: a batch of at most this many items is scored in one pass
-#: (its own document frequencies); a larger one in two passes over chunks of this size (the document
-#: frequencies first), so time and memory grow linearly (about 10 KiB of working memory per item of a
-#: chunk, 0.5 GiB at 50,000 with 5 references each)
-NUMERIC_CHUNK = 50_000
+#: a batch of at most this many items is scored by :func:`_cider_numeric` in one pass (its own document
+#: frequencies; about 10 KiB of working memory per item, 0.5 GiB at 50,000 with 5 references each)
+ONE_PASS_ITEMS = 50_000
+#: items per chunk of a larger batch, scored in two passes (the document frequencies first): time and
+#: memory grow linearly. Smaller than ONE_PASS_ITEMS: a chunk's sorts stay in the CPU caches (at
+#: 200,000 distinct items, chunks of 10,000-20,000 took 3.5-3.6 s, of 50,000 4.0 s, one pass 7 s)
+NUMERIC_CHUNK = 20_000
 #: pending keys of one n-gram order (from finished chunks) that are merged into the document-frequency
 #: table of :func:`_cider_numeric` once they reach the table's size or at least this many
 MERGE_MIN = 8_000_000
+#: keys per slice of :func:`_merge_counts`
+MERGE_SLICE = 4_000_000
 
 #: the ASCII bytes that ``str.split()`` separates tokens on: tab, line feed, vertical tab, form feed,
 #: carriage return, the information separators 0x1c-0x1f and space
@@ -746,10 +752,58 @@ def _sorted_grams(n_tokens: np.ndarray, wid: np.ndarray, V: int, n: int, keys: b
             n_prev = n_grams
 
 
+def _merge_counts(parts: list, slice_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The union of count tables: ``parts`` is a list of (keys int64 (P_i,) sorted and distinct,
+    counts int32 (P_i,)); returns (keys, counts) sorted and distinct with the counts of equal keys
+    added. The list is emptied (its arrays freed as they are merged).
+
+    Time and memory linear in the total size: the key range is cut at the quantiles of the largest
+    part into slices of about ``slice_size`` keys (:data:`MERGE_SLICE`), and each slice (its run of
+    every part, found by ``np.searchsorted`` of the few cut points) is merged by one ``np.argsort``
+    of its keys (numpy's SIMD sort; the order of equal keys does not matter to integer sums) and
+    ``np.add.reduceat`` of its counts. Working memory is a slice's (about 30 bytes per key) beside
+    the parts and the result."""
+    slice_size = MERGE_SLICE if slice_size is None else slice_size
+    total = sum(len(p[0]) for p in parts)
+    if len(parts) == 1:
+        return parts.pop()
+    largest = max(parts, key=lambda p: len(p[0]))[0]
+    n_slices = max(1, -(-total // slice_size))
+    cuts = largest[(np.arange(1, n_slices) * len(largest)) // n_slices] if len(largest) else np.zeros(0, np.int64)
+    cuts = np.unique(cuts)
+    bounds = [np.concatenate(([0], np.searchsorted(p[0], cuts), [len(p[0])])) for p in parts]
+    out_keys, out_counts = [], []
+    for s in range(len(cuts) + 1):
+        keys = np.concatenate([p[0][b[s]:b[s + 1]] for p, b in zip(parts, bounds)])
+        counts = np.concatenate([p[1][b[s]:b[s + 1]] for p, b in zip(parts, bounds)])
+        if not len(keys):
+            continue
+        order = np.argsort(keys)
+        keys = keys[order]
+        counts = counts[order]
+        del order
+        start = np.empty(len(keys), dtype=bool)
+        start[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=start[1:])
+        first = np.flatnonzero(start)
+        del start
+        out_keys.append(keys[first])
+        del keys
+        cs = np.cumsum(counts, dtype=np.int64)  # a run's sum: the difference of two partial sums
+        del counts
+        last = cs[np.append(first[1:] - 1, len(cs) - 1)]
+        last[1:] -= cs[first[1:] - 1]
+        out_counts.append(last.astype(np.int32))
+        del cs, first, last
+    parts.clear()
+    return np.concatenate(out_keys), np.concatenate(out_counts).astype(np.int32, copy=False)
+
+
 def _cider_numeric(candidates: Sequence[str], references: Sequence[Sequence[str]], n_refs: np.ndarray, n: int,
                    sigma: float, chunk: int | None = None) -> np.ndarray | None:
     """CIDEr-D with the batch's own document frequencies (``df=None``) without a Python object per token
-    or n-gram, ``chunk`` items (:data:`NUMERIC_CHUNK`) at a time.
+    or n-gram, ``chunk`` items at a time (default: the whole batch up to :data:`ONE_PASS_ITEMS` items,
+    else :data:`NUMERIC_CHUNK`).
 
     The captions are split into int64 token keys (:func:`_ascii_tokens`, one dictionary for the tokens
     over 8 bytes) and numbered on the sorted vocabulary of the whole batch (word ids ``0..V-1``,
@@ -768,8 +822,9 @@ def _cider_numeric(candidates: Sequence[str], references: Sequence[Sequence[str]
     n-grams adds in ascending order of their base-V keys, so the scores do not depend on the chunking.
     None when the text is not ASCII (or holds a NUL byte) or ``V**n >= 2**63``: the caller then takes the
     general path."""
-    chunk = NUMERIC_CHUNK if chunk is None else chunk
     m = len(candidates)
+    if chunk is None:
+        chunk = m if m <= ONE_PASS_ITEMS else NUMERIC_CHUNK
     long_vocab: dict[str, int] = {}
     parts = []
     with paused_gc():
@@ -870,29 +925,13 @@ def _cider_numeric(candidates: Sequence[str], references: Sequence[Sequence[str]
     pending: list = [[] for _ in range(n)]
 
     def merge(k: int) -> None:
-        """Add the pending (sorted distinct keys, int32 counts) of order k + 1 to its sorted table (by insertion
-        at sorted positions: memory about twice the table)."""
+        """Fold the pending (sorted distinct keys, int32 counts) of order k + 1 into its sorted table
+        (:func:`_merge_counts`)."""
         todo, pending[k] = pending[k], []
-        if len(todo) == 1:
-            keys, counts = todo[0]
-        else:
-            # the parts are sorted runs: a stable sort (timsort) merges them in O(n log parts)
-            keys = _sorted_distinct(np.concatenate([p[0] for p in todo]), kind="stable") if todo else \
-                np.zeros(0, dtype=np.int64)
-            counts = np.zeros(len(keys), dtype=np.int32)
-            for p_keys, p_counts in todo:
-                counts[np.searchsorted(keys, p_keys)] += p_counts
-        del todo
-        if table[k] is None:
-            table[k] = (keys, counts)
-            return
-        tk, tc = table[k]
-        at = np.searchsorted(tk, keys)
-        old = np.flatnonzero(tk[np.minimum(at, len(tk) - 1)] == keys) if len(tk) else np.zeros(0, dtype=np.int64)
-        tc[at[old]] += counts[old]
-        new = np.ones(len(keys), dtype=bool)
-        new[old] = False
-        table[k] = (np.insert(tk, at[new], keys[new]), np.insert(tc, at[new], counts[new]))
+        if table[k] is not None:
+            todo.insert(0, table[k])
+            table[k] = None
+        table[k] = _merge_counts(todo) if todo else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
 
     for c, a in enumerate(range(0, m, chunk)):
         n_tokens, wid = parts[c]
@@ -1143,7 +1182,12 @@ def cider_d(
     if df is None and n_items > 1:
         with paused_gc():
             total = n_items + int(n_refs.sum())
-            distinct = len(set(chain(candidates, chain.from_iterable(references))))
+            # distinct hashes (hash of a str is cached in it): at most the distinct texts, and a sort of
+            # int64 instead of a set of millions of strings
+            hashes = np.sort(np.fromiter(map(hash, chain(candidates, chain.from_iterable(references))),
+                                         dtype=np.int64, count=total))
+            distinct = total - int(np.count_nonzero(hashes[1:] == hashes[:-1]))
+            del hashes
         if distinct >= DISTINCT_SHARE * total:  # no shared-text shortcut to gain
             scores = _cider_numeric(candidates, references, n_refs, n, sigma)
             if scores is not None:
