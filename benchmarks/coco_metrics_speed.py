@@ -27,20 +27,14 @@ lower-case words, used as tokenised), then synthetic batches of N candidates wit
 (with the batch's own document frequencies) each; pycocoevalcap only up to ``--reference-max``
 candidates (default 200,000; it grows linearly, about 40-55 s for BLEU at 200k on one core of the
 2-core machine). It prints the ratio per size and the exponent b of a least-squares fit time ~ N^b of ours
-(1.0 is linear). Measured 2026-11-28 on the idle 2-core machine (``--distinct 10000 50000 200000
-1000000 --reference-max 200000 --repeats 1 --memory 1000000``; equal numbers: BLEU and ROUGE-L bit for
-bit, CIDEr-D within 1.7e-16), ours against pycocoevalcap, BLEU-1..4 / ROUGE-L / CIDEr-D: COCO example
-26.5x / 26.8x / 40.6x; 10,000 35.0x / 34.2x / 36.3x; 50,000 32.5x / 35.7x / 28.5x; 200,000 33.6x /
-30.3x / 20.2x (pycocoevalcap 64 s / 59 s / 252 s); at 1,000,000 ours 20.6 s / 17.1 s / 68.8 s, peak
-memory 1.65 / 1.65 / 3.33 GiB (0.79 GiB of it the input lists). After the hash numbering of mostly
-distinct texts (synthetic 1,000,000 repeats a few texts), ``--reference-max 1`` (ours only, same
-day): 0.14 / 0.59 / 2.18 / 17.2 s BLEU, 0.08 / 0.43 / 1.75 / 13.9 s ROUGE-L, 0.38 / 1.88 / 12.0 /
-66.8 s CIDEr-D at 10k / 50k / 200k / 1M, fitted exponents 1.03 / 1.11 / 1.14 (CIDEr-D costs more per
-item from 50,000 on: one pass up to ``NUMERIC_CHUNK``, two above). Later that day, on a machine that
-ran pycocoevalcap about 1.5x faster, after the hash-sorted distinctness check: 22.2x / 22.7x / 25.2x
-(COCO example), 26.7x / 26.6x / 24.9x (10k), 24.6x / 30.0x / 23.0x (50k; ``--repeats 3``), 31.0x /
-29.5x / 15.3x at 200k (pycocoevalcap 36 / 28 / 162 s); ours 7.56 / 6.36 / 65.65 s at 1M, exponents
-1.05 / 1.05 / 1.21 (docs/metrics.md). With
+(1.0 is linear). Measured 2026-11-28 on an idle 2-core machine (``--distinct 10000 50000 200000
+--reference-max 200000 --repeats 3``; equal numbers: BLEU and ROUGE-L bit for bit, CIDEr-D within
+1.7e-16), ours against pycocoevalcap, BLEU-1..4 / ROUGE-L / CIDEr-D: COCO example 23.7x / 24.1x /
+38.6x; 10,000 28.4x / 28.9x / 39.4x; 50,000 32.8x / 29.8x / 39.0x; 200,000 41.2x / 30.6x / 31.8x
+(pycocoevalcap 31.0 / 19.0 / 115.1 s). Ours alone at 10k / 50k / 200k / 1M (``--reference-max 1
+--memory 1000000``): CIDEr-D 0.11 / 0.63 / 3.74 / 25.11 s, fitted exponents 1.04 / 1.06 / 1.16 (CIDEr-D
+costs more per item above ``ONE_PASS_ITEMS``: two passes), peak memory at 1M 1.38 / 1.39 / 2.53 GiB.
+Earlier measurements, on other machines: docs/metrics.md. With
 ``--memory N`` it then runs each of our three metrics on ``synthetic(N)`` in a child process of its
 own and prints its peak resident memory (``VmHWM``, reset after the input is built) and how much
 of it the process already had with the input lists.
