@@ -563,6 +563,23 @@ def test_count_tables_merge_into_their_sum():
         assert todo == [] and keys.dtype == np.int64 and counts.dtype == np.int32
         assert keys.tolist() == keys_sorted and counts.tolist() == [expected[k] for k in keys_sorted]
     assert len(keys_sorted) < sum(len(p[0]) for p in parts)  # tables shared keys
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32))
+    keys, counts = _merge_counts([empty, empty, empty], 7)
+    assert keys.dtype == np.int64 and counts.dtype == np.int32 and len(keys) == len(counts) == 0
+
+
+def test_chunked_numeric_path_with_orders_no_reference_reaches():
+    """Captions of one or two words: the 3- and 4-gram tables of every chunk are empty, and the
+    chunked numeric path still equals one pass and pycocoevalcap."""
+    import captioneval.kernels.cider as kernel
+
+    cands = ["dog", "a cat", "cat", "red", "a dog", "blue sky", "sky"]
+    refs = [["dog x", "cat"], ["a cat", "cat"], ["cat"], ["red red"], ["a dog", "dog"], ["sky"], ["blue sky"]]
+    n_refs = np.array([len(r) for r in refs])
+    one = kernel._cider_numeric(cands, refs, n_refs, 4, 6.0, 100)
+    assert np.array_equal(kernel._cider_numeric(cands, refs, n_refs, 4, 6.0, 2), one)
+    np.testing.assert_allclose(one, references.cider_d(cands, refs)[1], rtol=0, atol=1e-12)
+    assert one.max() > 0
 
 
 def test_byte_tokens_equal_the_bleu_tokenizer_and_str_split():

@@ -755,18 +755,18 @@ def _sorted_grams(n_tokens: np.ndarray, wid: np.ndarray, V: int, n: int, keys: b
 def _merge_counts(parts: list, slice_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The union of count tables: ``parts`` is a list of (keys int64 (P_i,) sorted and distinct,
     counts int32 (P_i,)); returns (keys, counts) sorted and distinct with the counts of equal keys
-    added. The list is emptied (its arrays freed as they are merged).
+    added (empty arrays when every part is empty). The list is emptied.
 
     Time and memory linear in the total size: the key range is cut at the quantiles of the largest
     part into slices of about ``slice_size`` keys (:data:`MERGE_SLICE`), and each slice (its run of
     every part, found by ``np.searchsorted`` of the few cut points) is merged by one ``np.argsort``
-    of its keys (numpy's SIMD sort; the order of equal keys does not matter to integer sums) and
-    ``np.add.reduceat`` of its counts. Working memory is a slice's (about 30 bytes per key) beside
-    the parts and the result."""
+    of its keys (numpy's SIMD sort; the order of equal keys does not matter to integer sums), the
+    counts of a run of equal keys added as the difference of two int64 partial sums. Working memory
+    is a slice's (about 30 bytes per key) beside the parts and the result."""
     slice_size = MERGE_SLICE if slice_size is None else slice_size
-    total = sum(len(p[0]) for p in parts)
     if len(parts) == 1:
         return parts.pop()
+    total = sum(len(p[0]) for p in parts)
     largest = max(parts, key=lambda p: len(p[0]))[0]
     n_slices = max(1, -(-total // slice_size))
     cuts = largest[(np.arange(1, n_slices) * len(largest)) // n_slices] if len(largest) else np.zeros(0, np.int64)
@@ -796,7 +796,9 @@ def _merge_counts(parts: list, slice_size: int | None = None) -> tuple[np.ndarra
         out_counts.append(last.astype(np.int32))
         del cs, first, last
     parts.clear()
-    return np.concatenate(out_keys), np.concatenate(out_counts).astype(np.int32, copy=False)
+    if not out_keys:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+    return np.concatenate(out_keys), np.concatenate(out_counts)
 
 
 def _cider_numeric(candidates: Sequence[str], references: Sequence[Sequence[str]], n_refs: np.ndarray, n: int,
