@@ -157,13 +157,15 @@ def test_run_started_by_post_returns_at_once_and_progress_advances_to_done(subse
     assert f'data-run="{runs["meteor"].pk}"' in html
     seen = []
     deadline = time.monotonic() + 60
-    while not any(m == "meteor" and 0 < c < t for m, c, t in seen):  # progress between start and done
-        assert time.monotonic() < deadline, seen
-        data = client.get(reverse("metrics:jobs-json", args=["sub"])).json()
-        seen.extend((r["metric"], r["completed"], r["total"]) for r in data["runs"])
-        time.sleep(0.05)
-    assert data["busy"]
-    seen_partial.set()
+    try:
+        while not any(m == "meteor" and 0 < c < t for m, c, t in seen):  # progress between start and done
+            assert time.monotonic() < deadline, seen
+            data = client.get(reverse("metrics:jobs-json", args=["sub"])).json()
+            seen.extend((r["metric"], r["completed"], r["total"]) for r in data["runs"])
+            time.sleep(0.05)
+        assert data["busy"]
+    finally:
+        seen_partial.set()  # also when an assertion fails: the background thread goes on at once
     data = wait_done(client, "sub", seen=seen)
     final = {r["metric"]: r for r in data["runs"]}
     for key, run in runs.items():
