@@ -68,6 +68,7 @@ from typing import Sequence
 import numpy as np
 
 from captioneval.utils.gcpause import paused_gc
+from captioneval.utils.hashing import repeated_hashes, sorted_hashes
 
 __all__ = ["BleuResult", "bleu", "bleu_scores", "bleu_statistics", "index_captions", "CaptionIndex", "chunks",
            "CHUNK_PAIRS", "DENSE_CHUNK_PAIRS"]
@@ -203,13 +204,12 @@ def _distinct_index(candidates, references, m: int) -> tuple[CaptionIndex | None
         return None, None, None
     texts = list(chain(candidates, chain.from_iterable(references)))
     try:
-        hashes = np.fromiter(map(hash, texts), dtype=np.int64, count=len(texts))
+        hashes, ordered = sorted_hashes(texts, len(texts))
     except TypeError:  # unhashable: the general path raises
         return None, None, None
-    sorted_hashes = np.sort(hashes)
-    shared = np.count_nonzero(sorted_hashes[1:] == sorted_hashes[:-1])
+    shared = repeated_hashes(ordered)
     if shared:
-        return None, len(texts) - int(shared), (hashes, sorted_hashes)
+        return None, len(texts) - shared, (hashes, ordered)
     _check_strings(texts)
     ptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(sizes, out=ptr[1:])
@@ -220,8 +220,7 @@ def _distinct_index(candidates, references, m: int) -> tuple[CaptionIndex | None
 def _all_distinct(items: list) -> bool:
     """Whether no two of ``items`` (hashable) are equal: True when their hashes are all different,
     else decided by a set (a repeat, or a rare collision). Raises TypeError for an unhashable item."""
-    h = np.sort(np.fromiter(map(hash, items), dtype=np.int64, count=len(items)))
-    return not np.any(h[1:] == h[:-1]) or len(set(items)) == len(items)
+    return not repeated_hashes(sorted_hashes(items, len(items))[1]) or len(set(items)) == len(items)
 
 
 def _first_occurrence(texts: list, hashes: tuple | None = None) -> np.ndarray:
@@ -233,11 +232,7 @@ def _first_occurrence(texts: list, hashes: tuple | None = None) -> np.ndarray:
     strings costs seconds (cache misses); the result is the dictionary's.
     Raises TypeError for an unhashable item."""
     n = len(texts)
-    if hashes is None:
-        h = np.fromiter(map(hash, texts), dtype=np.int64, count=n)
-        hs = np.sort(h)
-    else:
-        h, hs = hashes
+    h, hs = sorted_hashes(texts, n) if hashes is None else hashes
     at = np.arange(n, dtype=np.int64)
     repeated = hs[1:][hs[1:] == hs[:-1]]
     if repeated.size:
